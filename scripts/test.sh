@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make test: start the local S3 server, run lint, type checks and the whole test suite, stop S3 always.
+#   scripts/test.sh S3_DIR S3_PORT [pytest args...]
+set -uo pipefail
+s3_dir="$1"; s3_port="$2"; shift 2
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+bin="$here/.venv/bin"
+
+started=$(date +%s)
+trap 'bash scripts/s3-local.sh stop "$s3_dir"' EXIT
+s3_started=$(date +%s%N)
+env_lines="$(bash scripts/s3-local.sh start "$s3_dir" "$s3_port")" || { echo "test: local S3 did not start" >&2; exit 1; }
+eval "$env_lines"
+echo "test: local S3 at $SMART_TRANSFER_TEST_S3_ENDPOINT (started in $(( ($(date +%s%N) - s3_started) / 1000000 )) ms)"
+
+status=0
+"$bin/ruff" check smart_transfer tests scripts || status=1
+"$bin/mypy" || status=1
+"$bin/python" -m pytest -q -p no:cacheprovider "$@" || status=$?
+echo "test: finished in $(( $(date +%s) - started )) s with status $status"
+exit "$status"

@@ -1,0 +1,1 @@
+"""The client side: the SDK (async core + sync facade) and the ``smart-transfer`` CLI."""

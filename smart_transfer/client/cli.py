@@ -1,0 +1,209 @@
+"""The ``smart-transfer`` command line. Every failure is one line on stderr and a non-zero exit:
+1 error, 2 usage, 3 diverged or rejected."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import orjson
+
+import smart_transfer
+from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+from smart_transfer.model import AddData, DataSlice, ModelError, OffsetInterval, decode_block
+from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
+from smart_transfer.repo.layout import ObjectKind, object_key
+from smart_transfer.server import settings as server_defaults
+from smart_transfer.storage import StorageError
+from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
+from smart_transfer.transfer.hashing import digest_file
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _workspace(args: argparse.Namespace) -> Workspace:
+    return Workspace(args.workspace or Workspace.default_root())
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from smart_transfer.server.runner import serve
+    from smart_transfer.server.settings import ServerSettings
+
+    if (args.s3_endpoint or args.s3_prefix) and not args.s3_bucket:
+        raise CliError("--s3-endpoint and --s3-prefix need --s3-bucket", EXIT_USAGE)
+    if args.url_ttl < 1:
+        raise CliError("--url-ttl must be at least 1 second", EXIT_USAGE)
+    settings = ServerSettings(
+        host=args.host,
+        port=args.port,
+        root=Path(args.root),
+        public_url=args.public_url,
+        s3_endpoint=args.s3_endpoint,
+        s3_bucket=args.s3_bucket,
+        s3_prefix=args.s3_prefix or "",
+        url_ttl_seconds=args.url_ttl,
+        max_objects_per_page=args.max_objects_per_page,
+    )
+    try:
+        serve(settings)
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.files]
+    for path in paths:
+        if not path.is_file():
+            raise CliError(f"no such file: {path}")
+    if args.records < 1:
+        raise CliError("--records must be at least 1", EXIT_USAGE)
+    with _workspace(args) as workspace:
+        dataset = workspace.dataset(args.dataset)
+        tip = dataset.tip()
+        offset = tip.next_offset if tip is not None else 0
+        events = []
+        for path in paths:
+            digest = digest_file(path)
+            key = object_key(dataset.name, ObjectKind.DATA, digest.multihash)
+            if workspace.store.head(key) is None:
+                workspace.store.put_file(key, path)
+            interval = OffsetInterval(offset, offset + args.records - 1)
+            events.append(AddData(new_data=DataSlice(digest.multihash, digest.size, interval, args.records)))
+            offset = interval.end + 1
+        new_tip = dataset.append(events)
+        print(f"{dataset.name}: added {len(events)} block(s), head {new_tip.head} (block {new_tip.sequence_number})")
+    return 0
+
+
+def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
+    block = decode_block(data)
+    event = block.event.to_dict()
+    kind = str(event.pop("type"))
+    return block.sequence_number, block.system_time, kind, event
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    with _workspace(args) as workspace:
+        dataset = workspace.dataset(args.dataset)
+        tip = dataset.require_tip()
+        hashes = list(dataset.index.hashes_between(dataset.name, 0, tip.sequence_number))
+        hashes.reverse()
+        if args.limit is not None:
+            hashes = hashes[: args.limit]
+        for block_hash in hashes:
+            seq, time, kind, event = _describe_event(dataset.block_bytes(block_hash))
+            if args.json:
+                record = {"sequence_number": seq, "hash": str(block_hash), "system_time": time, "type": kind, **event}
+                sys.stdout.write(orjson.dumps(record).decode() + "\n")
+            else:
+                detail = " ".join(f"{k}={orjson.dumps(v).decode()}" for k, v in sorted(event.items()))
+                print(f"{seq:>6}  {block_hash}  {time}  {kind}  {detail}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _workspace(args) as workspace:
+        rows = []
+        for name in workspace.dataset_names():
+            tip = workspace.dataset(name).tip()
+            if tip is not None:
+                rows.append({"name": str(name), "head": str(tip.head), "blocks": tip.sequence_number + 1,
+                             "records": tip.next_offset})
+        if args.json:
+            sys.stdout.write(orjson.dumps(rows).decode() + "\n")
+        elif not rows:
+            print(f"no datasets in {workspace.root}")
+        else:
+            for row in rows:
+                print(f"{row['name']}  {row['head']}  blocks={row['blocks']}  records={row['records']}")
+    return 0
+
+
+def _add_workspace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="workspace directory (default: $SMART_TRANSFER_WORKSPACE or ./.smart-transfer/workspace)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="smart-transfer",
+        description="Sync versioned datasets between local workspaces and a server on object storage.",
+        epilog="Exit codes: 0 done, 1 error, 2 usage, 3 diverged or rejected.",
+    )
+    parser.add_argument("--version", action="version", version=f"smart-transfer {smart_transfer.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    defaults = argparse.ArgumentDefaultsHelpFormatter
+
+    serve = commands.add_parser("serve", help="run the server", formatter_class=defaults,
+                                description="Serve dataset repositories on the embedded store or on S3.")
+    serve.add_argument("--host", default=server_defaults.DEFAULT_HOST, help="address to bind")
+    serve.add_argument("--port", type=int, default=server_defaults.DEFAULT_PORT, help="port to bind (0: any free port)")
+    serve.add_argument("--root", default=str(server_defaults.DEFAULT_ROOT),
+                       help="directory of the embedded store and the server's index")
+    serve.add_argument("--public-url", default=None,
+                       help="URL clients reach the server at (default: http://HOST:PORT)")
+    serve.add_argument("--s3-endpoint", default=None,
+                       help="S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment")
+    serve.add_argument("--s3-bucket", default=None, help="keep datasets in this S3 bucket instead of the embedded store")
+    serve.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
+    serve.add_argument("--url-ttl", type=int, default=DEFAULT_URL_TTL_SECONDS, help="lifetime of presigned URLs, seconds")
+    serve.add_argument("--max-objects-per-page", type=int, default=server_defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
+                       help="most objects one transfer negotiation page may name")
+    serve.set_defaults(handler=cmd_serve)
+
+    add = commands.add_parser("add", help="append files to a dataset as data slices", formatter_class=defaults,
+                              description="Append one AddData block per FILE (any bytes, Parquet typically), "
+                              "creating DATASET with a Seed block on first use.")
+    add.add_argument("dataset", metavar="DATASET")
+    add.add_argument("files", metavar="FILE", nargs="+")
+    add.add_argument("--records", type=int, default=1, help="records each file holds (for the offset intervals)")
+    _add_workspace_option(add)
+    add.set_defaults(handler=cmd_add)
+
+    log = commands.add_parser("log", help="print a dataset's chain, newest block first", formatter_class=defaults)
+    log.add_argument("dataset", metavar="DATASET")
+    log.add_argument("--limit", type=int, default=None, help="show at most this many blocks")
+    log.add_argument("--json", action="store_true", help="one JSON object per block")
+    _add_workspace_option(log)
+    log.set_defaults(handler=cmd_log)
+
+    listing = commands.add_parser("list", help="list the datasets in the workspace", formatter_class=defaults)
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
+    _add_workspace_option(listing)
+    listing.set_defaults(handler=cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except CliError as exc:
+        code = exc.exit_code
+        message = str(exc)
+    except HeadMoved as exc:
+        code, message = EXIT_REJECTED, str(exc)
+    except DatasetNotFound as exc:
+        code, message = EXIT_ERROR, str(exc)
+    except (ModelError, StorageError, RepositoryError, OSError) as exc:
+        code, message = EXIT_ERROR, str(exc)
+    except KeyboardInterrupt:
+        code, message = 130, "interrupted"
+    print(f"smart-transfer: error: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The dataset model: multihashes, canonical block encoding, events and chain rules (pure, no I/O)."""
+
+from smart_transfer.model.block import MetadataBlock, decode_block
+from smart_transfer.model.chain import ChainTip, validate_chain, validate_extension
+from smart_transfer.model.errors import (
+    ChainRuleViolation,
+    InvalidBlock,
+    InvalidDatasetName,
+    InvalidMultihash,
+    ModelError,
+)
+from smart_transfer.model.events import AddData, Checkpoint, DataSlice, Event, OffsetInterval, Seed, SetInfo
+from smart_transfer.model.multihash import SHA2_256, SHA3_256, Multihash
+from smart_transfer.model.names import DatasetName
+
+__all__ = [
+    "SHA2_256",
+    "SHA3_256",
+    "AddData",
+    "ChainRuleViolation",
+    "ChainTip",
+    "Checkpoint",
+    "DataSlice",
+    "DatasetName",
+    "Event",
+    "InvalidBlock",
+    "InvalidDatasetName",
+    "InvalidMultihash",
+    "MetadataBlock",
+    "ModelError",
+    "Multihash",
+    "OffsetInterval",
+    "Seed",
+    "SetInfo",
+    "decode_block",
+    "validate_chain",
+    "validate_extension",
+]

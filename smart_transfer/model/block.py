@@ -1,0 +1,67 @@
+"""Metadata blocks: a sequence number, the previous block's hash, a system time and an event."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from smart_transfer.model.encoding import canonical_bytes, decode_object
+from smart_transfer.model.events import Event, check_timestamp, event_from_dict
+from smart_transfer.model.fields import get_hash, get_int, get_object, get_str, require_keys
+from smart_transfer.model.multihash import SHA2_256, Multihash
+
+#: Blocks are small; anything larger is refused before decoding (bounded memory on hostile input).
+MAX_BLOCK_BYTES = 64 * 1024
+
+
+def utc_now() -> str:
+    """The current time as an RFC 3339 UTC timestamp with microseconds."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataBlock:
+    """One link of a dataset's chain."""
+
+    sequence_number: int
+    prev_block_hash: Multihash | None
+    system_time: str
+    event: Event
+    _encoded: bytes = field(default=b"", repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sequence_number": self.sequence_number,
+            "prev_block_hash": str(self.prev_block_hash) if self.prev_block_hash is not None else None,
+            "system_time": self.system_time,
+            "event": self.event.to_dict(),
+        }
+
+    def encode(self) -> bytes:
+        """The canonical bytes of this block (what is stored and hashed)."""
+        return self._encoded or canonical_bytes(self.to_dict())
+
+    def hash(self, code: int = SHA2_256) -> Multihash:
+        """The block's address: the multihash of its canonical bytes."""
+        return Multihash.of(self.encode(), code)
+
+
+def decode_block(data: bytes) -> MetadataBlock:
+    """Decode block bytes; raises InvalidBlock for anything malformed."""
+    if len(data) > MAX_BLOCK_BYTES:
+        raise InvalidBlock(f"block of {len(data)} bytes exceeds the {MAX_BLOCK_BYTES}-byte limit")
+    obj = decode_object(data)
+    require_keys(obj, "block", {"sequence_number", "prev_block_hash", "system_time", "event"})
+    prev = get_hash(obj, "prev_block_hash", "block") if obj["prev_block_hash"] is not None else None
+    block = MetadataBlock(
+        get_int(obj, "sequence_number", "block"),
+        prev,
+        check_timestamp(get_str(obj, "system_time", "block"), "block.system_time"),
+        event_from_dict(get_object(obj, "event", "block"), "block.event"),
+    )
+    # one block, one byte string: refuse non-canonical spellings so a block's address is unique
+    if canonical_bytes(block.to_dict()) != data:
+        raise InvalidBlock("block bytes are not in canonical form (sorted keys, compact JSON)")
+    object.__setattr__(block, "_encoded", data)
+    return block

@@ -1,0 +1,83 @@
+"""Multihashes written as multibase base16 text (``f`` + varint code + varint length + digest).
+
+sha2-256 (code 0x12) is the default so that S3 and Git LFS tooling can check objects; sha3-256
+(code 0x16) is accepted because Open Data Fabric uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+from smart_transfer.model.errors import InvalidMultihash
+
+SHA2_256 = 0x12
+SHA3_256 = 0x16
+
+#: Supported hash functions: multicodec code -> (name for hashlib, digest length in bytes).
+_ALGORITHMS: dict[int, tuple[str, int]] = {SHA2_256: ("sha256", 32), SHA3_256: ("sha3_256", 32)}
+_HEX = frozenset("0123456789abcdef")
+#: Both codes and both lengths fit one varint byte, so every supported multihash has this text length.
+TEXT_LENGTH = 1 + 2 + 2 + 64
+
+
+class Hasher(Protocol):
+    """The part of a hashlib object a streaming hasher needs."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Multihash:
+    """A content hash with its hash function code."""
+
+    code: int
+    digest: bytes
+
+    def __post_init__(self) -> None:
+        algorithm = _ALGORITHMS.get(self.code)
+        if algorithm is None:
+            raise InvalidMultihash(f"unsupported multihash code 0x{self.code:x}")
+        if len(self.digest) != algorithm[1]:
+            raise InvalidMultihash(f"digest of {len(self.digest)} bytes, expected {algorithm[1]}")
+
+    @classmethod
+    def of(cls, data: bytes, code: int = SHA2_256) -> Multihash:
+        """The multihash of ``data``."""
+        hasher = new_hasher(code)
+        hasher.update(data)
+        return cls(code, hasher.digest())
+
+    @classmethod
+    def parse(cls, text: str) -> Multihash:
+        """Parse multibase base16 text such as ``f1220<64 hex>``; raise InvalidMultihash otherwise."""
+        if not isinstance(text, str):
+            raise InvalidMultihash("a multihash must be text")
+        if len(text) != TEXT_LENGTH or text[0] != "f" or not _HEX.issuperset(text[1:]):
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise InvalidMultihash(f"not a multihash: {shown!r} (expected 'f1220' or 'f1620' + 64 hex digits)")
+        raw = bytes.fromhex(text[1:])
+        if raw[1] != len(raw) - 2:
+            raise InvalidMultihash(f"multihash length byte {raw[1]} does not match {len(raw) - 2} digest bytes")
+        return cls(raw[0], raw[2:])
+
+    def __str__(self) -> str:
+        return "f" + bytes((self.code, len(self.digest))).hex() + self.digest.hex()
+
+    def __repr__(self) -> str:
+        return f"Multihash({str(self)!r})"
+
+    def matches(self, data: bytes) -> bool:
+        """Whether ``data`` hashes to this multihash."""
+        return Multihash.of(data, self.code) == self
+
+
+def new_hasher(code: int = SHA2_256) -> Hasher:
+    """A streaming hasher for ``code``; finish with ``Multihash(code, hasher.digest())``."""
+    algorithm = _ALGORITHMS.get(code)
+    if algorithm is None:
+        raise InvalidMultihash(f"unsupported multihash code 0x{code:x}")
+    return hashlib.new(algorithm[0])

@@ -1,0 +1,254 @@
+"""One dataset on a store: read its chain, and extend or rewrite it with a compare-and-swap of head."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from smart_transfer.model import (
+    AddData,
+    ChainTip,
+    DatasetName,
+    MetadataBlock,
+    ModelError,
+    Multihash,
+    decode_block,
+    validate_extension,
+)
+from smart_transfer.model.block import utc_now
+from smart_transfer.model.events import Event, Seed
+from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved
+from smart_transfer.repo.index import RepositoryIndex
+from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_key
+from smart_transfer.storage import ObjectNotFound, ObjectStore
+
+#: Longest chain walked back when bringing the index up to date from the store.
+MAX_CHAIN_WALK = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """An object a block references."""
+
+    kind: ObjectKind
+    physical_hash: Multihash
+    size: int
+
+
+def referenced_objects(block: MetadataBlock) -> list[ObjectRef]:
+    """The objects ``block`` references (data slice, checkpoint)."""
+    event = block.event
+    refs: list[ObjectRef] = []
+    if isinstance(event, AddData):
+        if event.new_data is not None:
+            refs.append(ObjectRef(ObjectKind.DATA, event.new_data.physical_hash, event.new_data.size))
+        if event.new_checkpoint is not None:
+            refs.append(ObjectRef(ObjectKind.CHECKPOINT, event.new_checkpoint.physical_hash, event.new_checkpoint.size))
+    return refs
+
+
+def new_dataset_id() -> str:
+    """A fresh random dataset id in the ``did:odf:`` form."""
+    return "did:odf:f" + secrets.token_hex(32)
+
+
+@dataclass(frozen=True, slots=True)
+class NewBlock:
+    """A block ready to commit: its address, canonical bytes and decoded form."""
+
+    hash: Multihash
+    data: bytes
+    block: MetadataBlock
+
+    @classmethod
+    def of(cls, block: MetadataBlock) -> NewBlock:
+        data = block.encode()
+        return cls(Multihash.of(data), data, block)
+
+    @classmethod
+    def decode(cls, data: bytes) -> NewBlock:
+        block = decode_block(data)
+        return cls(Multihash.of(data), data, block)
+
+
+class DatasetRepository:
+    """Read and commit one dataset's chain. Head only ever moves by compare-and-swap."""
+
+    def __init__(self, store: ObjectStore, index: RepositoryIndex, name: DatasetName, lock: threading.Lock) -> None:
+        self.store = store
+        self.index = index
+        self.name = name
+        self._lock = lock
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def head(self) -> Multihash | None:
+        """The committed head as stored (None: the dataset does not exist)."""
+        raw = self.store.read_ref(head_key(self.name))
+        if raw is None:
+            return None
+        try:
+            return Multihash.parse(raw.decode("ascii", "replace").strip())
+        except ModelError as exc:
+            raise CorruptRepository(f"{self.name}: head reference is not a hash: {exc}") from None
+
+    def block_bytes(self, block_hash: Multihash) -> bytes:
+        """A block's bytes, from the index when cached, else from the store (and verified)."""
+        data = self.index.block_bytes(self.name, block_hash)
+        if data is not None:
+            return data
+        try:
+            data = self.store.get(block_key(self.name, block_hash))
+        except ObjectNotFound:
+            raise CorruptRepository(f"{self.name}: block {block_hash} is missing from the store") from None
+        if not block_hash.matches(data):
+            raise CorruptRepository(f"{self.name}: block {block_hash} in the store does not match its hash")
+        return data
+
+    def tip(self) -> ChainTip | None:
+        """The tip of the committed chain, bringing the index up to date first."""
+        with self._lock:
+            return self._sync()
+
+    def require_tip(self) -> ChainTip:
+        tip = self.tip()
+        if tip is None:
+            raise DatasetNotFound(self.name)
+        return tip
+
+    def _sync(self) -> ChainTip | None:
+        """Make the index match the stored head: walk back from head to the first block the index
+        already has on its chain, validate the new part, and record it. Handles rewrites (force)."""
+        head = self.head()
+        indexed = self.index.tip(self.name)
+        if head is None:
+            if indexed is not None:
+                self.index.forget(self.name)
+            return None
+        if indexed is not None and indexed.head == head:
+            return indexed
+        walked: list[tuple[Multihash, bytes, MetadataBlock]] = []
+        cursor: Multihash | None = head
+        base: ChainTip | None = None
+        while cursor is not None:
+            data = self.block_bytes(cursor)
+            try:
+                block = decode_block(data)
+            except ModelError as exc:
+                raise CorruptRepository(f"{self.name}: block {cursor} is malformed: {exc}") from None
+            entry = self.index.entry_at(self.name, block.sequence_number)
+            if indexed is not None and entry is not None and entry[0] == cursor and block.sequence_number <= indexed.sequence_number:
+                base = ChainTip(cursor, block.sequence_number, indexed.dataset_id, entry[1])
+                break
+            walked.append((cursor, data, block))
+            if len(walked) > MAX_CHAIN_WALK:
+                raise CorruptRepository(f"{self.name}: chain longer than {MAX_CHAIN_WALK} blocks")
+            cursor = block.prev_block_hash
+        walked.reverse()
+        self._record(indexed, base, [NewBlock(h, d, b) for h, d, b in walked])
+        tip = self.index.tip(self.name)
+        return tip
+
+    def _record(self, old_tip: ChainTip | None, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
+        """Validate ``blocks`` on top of ``base`` and record them in the index as the new chain."""
+        try:
+            new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
+        except ModelError as exc:
+            raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
+        if new_tip is None:
+            raise CorruptRepository(f"{self.name}: empty chain")
+        entries: list[tuple[int, Multihash, int]] = []
+        offset = base.next_offset if base is not None else 0
+        objects: list[tuple[ObjectKind, Multihash, int]] = []
+        for item in blocks:
+            event = item.block.event
+            if isinstance(event, AddData) and event.new_data is not None:
+                offset = event.new_data.offset_interval.end + 1
+            entries.append((item.block.sequence_number, item.hash, offset))
+            objects.extend((ref.kind, ref.physical_hash, ref.size) for ref in referenced_objects(item.block))
+        self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks))
+        self.index.advance(self.name, old_tip, new_tip, entries, objects)
+        return new_tip
+
+    def blocks_after(self, tip: ChainTip, begin_after: Multihash | None) -> Iterator[tuple[Multihash, bytes]]:
+        """Blocks of the chain ending at ``tip`` that come after ``begin_after`` (None: all), oldest first.
+        Raises KeyError when ``begin_after`` is not on the chain."""
+        first = 0
+        if begin_after is not None:
+            seq = self.sequence_of(begin_after)
+            if seq is None or seq > tip.sequence_number:
+                raise KeyError(str(begin_after))
+            first = seq + 1
+        for block_hash in self.index.hashes_between(self.name, first, tip.sequence_number):
+            yield block_hash, self.block_bytes(block_hash)
+
+    def sequence_of(self, block_hash: Multihash) -> int | None:
+        """The sequence number of ``block_hash`` if it is on the current (indexed) chain."""
+        data = self.index.block_bytes(self.name, block_hash)
+        if data is None:
+            return None
+        seq = decode_block(data).sequence_number
+        entry = self.index.entry_at(self.name, seq)
+        return seq if entry is not None and entry[0] == block_hash else None
+
+    def chain_tip_at(self, block_hash: Multihash) -> ChainTip | None:
+        """The tip the chain had at ``block_hash`` if that block is on the current chain."""
+        seq = self.sequence_of(block_hash)
+        tip = self.index.tip(self.name)
+        if seq is None or tip is None:
+            return None
+        entry = self.index.entry_at(self.name, seq)
+        assert entry is not None
+        return ChainTip(block_hash, seq, tip.dataset_id, entry[1])
+
+    def has_object(self, ref: ObjectRef) -> bool:
+        """Whether the object is known present (from the index: no round trip to the store)."""
+        return self.index.object_size(self.name, ref.kind, ref.physical_hash) == ref.size
+
+    def object_key(self, ref: ObjectRef) -> str:
+        return object_key(self.name, ref.kind, ref.physical_hash)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def commit(self, expected_head: Multihash | None, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
+        """Store ``blocks`` (which extend ``base``, a block on the current chain or None for a new
+        chain) and move head from ``expected_head`` to the last of them by compare-and-swap.
+        Every referenced object must already be in the store. Raises HeadMoved when head was not
+        ``expected_head``; then nothing visible changed."""
+        if not blocks:
+            raise ValueError("nothing to commit")
+        with self._lock:
+            current = self._sync()
+            actual = current.head if current is not None else None
+            if actual != expected_head:
+                raise HeadMoved(str(expected_head) if expected_head else None, str(actual) if actual else None)
+            validate_extension(base, ((b.hash, b.block) for b in blocks))
+            for item in blocks:
+                self.store.create_if_absent(block_key(self.name, item.hash), item.data)
+            new_head = str(blocks[-1].hash).encode()
+            expected = str(expected_head).encode() if expected_head is not None else None
+            if not self.store.compare_and_swap(head_key(self.name), expected, new_head):
+                now = self.head()
+                raise HeadMoved(str(expected_head) if expected_head else None, str(now) if now else None)
+            # when base is below the old tip (a forced rewrite) the index drops the replaced entries
+            return self._record(current, base, blocks)
+
+    def append(self, events: Iterable[Event], dataset_id: str | None = None) -> ChainTip:
+        """Append blocks for ``events`` on top of the current head (creating the dataset with a Seed
+        first when it does not exist). Objects the events reference must already be stored."""
+        tip = self.tip()
+        blocks: list[NewBlock] = []
+        prev = tip
+        seq = tip.sequence_number if tip is not None else -1
+        prev_hash = tip.head if tip is not None else None
+        all_events = list(events)
+        if tip is None and not (all_events and isinstance(all_events[0], Seed)):
+            all_events.insert(0, Seed(dataset_id or new_dataset_id(), "root"))
+        for event in all_events:
+            seq += 1
+            item = NewBlock.of(MetadataBlock(seq, prev_hash, utc_now(), event))
+            blocks.append(item)
+            prev_hash = item.hash
+        return self.commit(prev.head if prev is not None else None, prev, blocks)

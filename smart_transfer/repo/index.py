@@ -1,0 +1,116 @@
+"""The RocksDB (rocksdict) index of a repository: per dataset, the tip it was synced to, block bytes
+by hash, block hash by sequence number, and objects known to be present. Everything in it can be
+rebuilt from the store (delete the directory), so it is a cache that makes reads O(1) round trips."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import orjson
+from rocksdict import AccessType, Options, Rdict, WriteBatch
+
+from smart_transfer.model import ChainTip, DatasetName, Multihash
+from smart_transfer.repo.errors import RepositoryError
+from smart_transfer.repo.layout import ObjectKind
+
+_SEQ = struct.Struct(">Q")
+
+
+def _key(dataset: str, tag: str, rest: bytes = b"") -> bytes:
+    # NUL never occurs in a dataset name, so keys of different datasets cannot collide
+    return dataset.encode() + b"\0" + tag.encode() + b"\0" + rest
+
+
+class RepositoryIndex:
+    """One index for all datasets of a repository."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        try:
+            access = AccessType.read_only() if read_only else AccessType.read_write()
+            self._db = Rdict(str(path), options, access_type=access)
+        except Exception as exc:  # rocksdict raises plain Exception on lock conflicts
+            raise RepositoryError(f"cannot open index {path}: {exc} (is another process using it?)") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def tip(self, dataset: DatasetName) -> ChainTip | None:
+        raw = self._db.get(_key(dataset, "tip"))
+        if raw is None:
+            return None
+        obj = orjson.loads(raw)
+        return ChainTip(Multihash.parse(obj["head"]), obj["seq"], obj["dataset_id"], obj["next_offset"])
+
+    def block_bytes(self, dataset: DatasetName, block_hash: Multihash) -> bytes | None:
+        value: bytes | None = self._db.get(_key(dataset, "b", str(block_hash).encode()))
+        return value
+
+    def entry_at(self, dataset: DatasetName, seq: int) -> tuple[Multihash, int] | None:
+        """The hash of the block at ``seq`` on the indexed chain and the next offset after it."""
+        raw = self._db.get(_key(dataset, "s", _SEQ.pack(seq)))
+        if raw is None:
+            return None
+        text, _, offset = raw.decode().partition(" ")
+        return Multihash.parse(text), int(offset)
+
+    def hashes_between(self, dataset: DatasetName, first_seq: int, last_seq: int) -> Iterator[Multihash]:
+        """Hashes of blocks ``first_seq..last_seq`` (inclusive) of the indexed chain, in order."""
+        for seq in range(first_seq, last_seq + 1):
+            entry = self.entry_at(dataset, seq)
+            if entry is None:
+                raise RepositoryError(f"index of {dataset} has no block {seq}; delete the index to rebuild it")
+            yield entry[0]
+
+    def object_size(self, dataset: DatasetName, kind: ObjectKind, object_hash: Multihash) -> int | None:
+        raw = self._db.get(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()))
+        return None if raw is None else int(_SEQ.unpack(raw)[0])
+
+    def record_objects(self, dataset: DatasetName, objects: Iterable[tuple[ObjectKind, Multihash, int]]) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for kind, object_hash, size in objects:
+            batch.put(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()), _SEQ.pack(size))
+        self._db.write(batch)
+
+    def record_blocks(self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
+        """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain)."""
+        batch = WriteBatch(raw_mode=True)
+        for block_hash, data in blocks:
+            batch.put(_key(dataset, "b", str(block_hash).encode()), data)
+        self._db.write(batch)
+
+    def advance(
+        self,
+        dataset: DatasetName,
+        old_tip: ChainTip | None,
+        new_tip: ChainTip,
+        entries: Iterable[tuple[int, Multihash, int]],
+        objects: Iterable[tuple[ObjectKind, Multihash, int]],
+    ) -> None:
+        """Atomically record a new tip: sequence entries ``(seq, hash, next_offset)`` for the new
+        blocks, the objects they reference, and drop entries beyond the new tip (after a rewrite)."""
+        batch = WriteBatch(raw_mode=True)
+        for seq, block_hash, next_offset in entries:
+            batch.put(_key(dataset, "s", _SEQ.pack(seq)), f"{block_hash} {next_offset}".encode())
+        if old_tip is not None:
+            for seq in range(new_tip.sequence_number + 1, old_tip.sequence_number + 1):
+                batch.delete(_key(dataset, "s", _SEQ.pack(seq)))
+        for kind, object_hash, size in objects:
+            batch.put(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()), _SEQ.pack(size))
+        tip = {
+            "head": str(new_tip.head),
+            "seq": new_tip.sequence_number,
+            "dataset_id": new_tip.dataset_id,
+            "next_offset": new_tip.next_offset,
+        }
+        batch.put(_key(dataset, "tip"), orjson.dumps(tip))
+        self._db.write(batch)
+
+    def forget(self, dataset: DatasetName) -> None:
+        """Drop everything indexed about ``dataset``."""
+        prefix = dataset.encode() + b"\0"
+        self._db.delete_range(prefix, dataset.encode() + b"\x01")

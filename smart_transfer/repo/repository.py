@@ -1,0 +1,74 @@
+"""A repository: many datasets on one ObjectStore with one index. A Workspace is the local one."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from smart_transfer.model import DatasetName, InvalidDatasetName
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.index import RepositoryIndex
+from smart_transfer.repo.layout import head_key
+from smart_transfer.storage import ObjectStore
+from smart_transfer.storage.local import LocalStore
+
+#: Where the CLI keeps its workspace unless ``--workspace`` or this variable says otherwise.
+WORKSPACE_ENV = "SMART_TRANSFER_WORKSPACE"
+DEFAULT_WORKSPACE = Path(".smart-transfer/workspace")
+
+
+class Repository:
+    """Datasets on ``store``, indexed in a RocksDB directory at ``index_path``."""
+
+    def __init__(self, store: ObjectStore, index_path: Path) -> None:
+        self.store = store
+        self.index = RepositoryIndex(index_path)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def dataset(self, name: str) -> DatasetRepository:
+        """The dataset called ``name`` (validated; it need not exist yet)."""
+        valid = DatasetName(name)
+        with self._locks_guard:
+            lock = self._locks.setdefault(valid, threading.Lock())
+        return DatasetRepository(self.store, self.index, valid, lock)
+
+    def dataset_names(self) -> Iterator[DatasetName]:
+        """Names of the datasets that have a head, in name order."""
+        for child in self.store.list_children(""):
+            try:
+                name = DatasetName(child)
+            except InvalidDatasetName:
+                continue
+            if self.store.read_ref(head_key(name)) is not None:
+                yield name
+
+    def close(self) -> None:
+        self.index.close()
+        self.store.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Workspace(Repository):
+    """The client's local repository: a LocalStore plus index under one directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        super().__init__(LocalStore(self.root / "store"), self.root / "index")
+
+    @property
+    def local_store(self) -> LocalStore:
+        assert isinstance(self.store, LocalStore)
+        return self.store
+
+    @staticmethod
+    def default_root() -> Path:
+        """``$SMART_TRANSFER_WORKSPACE`` or ``./.smart-transfer/workspace``."""
+        return Path(os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE)

@@ -1,0 +1,1 @@
+"""The FastAPI server: smart-protocol WebSocket sessions, simple-protocol REST, embedded store routes."""

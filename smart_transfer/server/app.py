@@ -1,0 +1,64 @@
+"""The server application: one FastAPI app over one Repository."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+import smart_transfer
+from smart_transfer.model import ModelError
+from smart_transfer.repo import Repository, RepositoryError
+from smart_transfer.server.errors import typed_error_handler
+from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.store_routes import store_router
+from smart_transfer.storage import StorageError
+from smart_transfer.storage.local import LocalStore
+
+
+class ServerState:
+    """What every route and session shares: settings, the repository and its store."""
+
+    def __init__(self, settings: ServerSettings, repository: Repository, base_url: str) -> None:
+        self.settings = settings
+        self.repository = repository
+        self.base_url = base_url
+
+
+def create_app(settings: ServerSettings, port: int) -> FastAPI:
+    """Build the app for a server reachable on ``port`` (used to form presigned URLs)."""
+    store = settings.open_store(port)
+    repository = Repository(store, settings.index_path(store))
+    state = ServerState(settings, repository, settings.base_url(port))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        repository.close()
+
+    app = FastAPI(
+        title="smart-transfer",
+        version=smart_transfer.__version__,
+        summary="Dataset repositories served over the Smart Transfer Protocol and simple REST.",
+        lifespan=lifespan,
+    )
+    app.state.smart_transfer = state
+    for error_type in (ModelError, StorageError, RepositoryError):
+        app.add_exception_handler(error_type, typed_error_handler)
+    if isinstance(store, LocalStore):
+        app.include_router(store_router(store, settings.max_object_bytes))
+
+    @app.get("/", summary="Describe the server and its datasets")
+    async def describe_server() -> dict[str, Any]:
+        names = await run_in_threadpool(lambda: [str(n) for n in repository.dataset_names()])
+        return {
+            "server": "smart-transfer",
+            "version": smart_transfer.__version__,
+            "store": store.describe(),
+            "datasets": names,
+        }
+
+    return app

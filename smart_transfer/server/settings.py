@@ -1,0 +1,75 @@
+"""Every server setting, with its default; ``smart-transfer serve --help`` shows the same values."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from smart_transfer.storage import ObjectStore
+from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
+from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.s3 import DEFAULT_MAX_CONNECTIONS, S3Store
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_ROOT = Path(".smart-transfer/server")
+#: Largest object the embedded store accepts in one presigned PUT.
+DEFAULT_MAX_OBJECT_BYTES = 5 * 1024**3
+#: Most objects one transfer-negotiation page may name.
+DEFAULT_MAX_OBJECTS_PER_PAGE = 1000
+#: Largest WebSocket message (text or binary) the server accepts.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: Seconds a session may wait for the client's next message.
+DEFAULT_IDLE_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How the server stores data and what it allows."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    root: Path = DEFAULT_ROOT
+    public_url: str | None = None
+    s3_endpoint: str | None = None
+    s3_bucket: str | None = None
+    s3_prefix: str = ""
+    s3_region: str | None = None
+    s3_max_connections: int = DEFAULT_MAX_CONNECTIONS
+    url_ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+    max_objects_per_page: int = DEFAULT_MAX_OBJECTS_PER_PAGE
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS
+
+    @property
+    def uses_s3(self) -> bool:
+        return self.s3_bucket is not None
+
+    def base_url(self, port: int) -> str:
+        """The URL clients reach this server at (``--public-url`` or the bound address)."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{port}"
+
+    def open_store(self, port: int) -> ObjectStore:
+        """The configured store: S3 when a bucket is given, else the embedded LocalStore."""
+        if self.s3_bucket is not None:
+            return S3Store(
+                self.s3_bucket,
+                self.s3_prefix,
+                endpoint_url=self.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL"),
+                region=self.s3_region,
+                max_connections=self.s3_max_connections,
+            )
+        return LocalStore(self.root / "store", public_url=self.base_url(port))
+
+    def index_path(self, store: ObjectStore) -> Path:
+        """The server's index lives on local disk, one per store so two buckets never share one."""
+        if isinstance(store, LocalStore):
+            return self.root / "index"
+        identity = hashlib.sha256(store.describe().encode()).hexdigest()[:16]
+        return self.root / f"index-{identity}"

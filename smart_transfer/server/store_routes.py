@@ -1,0 +1,72 @@
+"""The embedded store's HTTP face: presigned GET/HEAD/PUT of LocalStore objects at ``/_store/{key}``.
+
+These routes stand in for S3 when the server runs on its embedded store; the smart-protocol session
+never touches object bytes. Each request is checked against its HMAC signature, method, expiry and,
+for PUT, the Content-MD5 the URL was signed for.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+
+from smart_transfer.server.errors import error_response
+from smart_transfer.storage.errors import PresignRefused
+from smart_transfer.storage.local import PRESIGN_ROUTE, LocalStore, ObjectWriter
+
+
+def store_router(store: LocalStore, max_object_bytes: int) -> APIRouter:
+    """Routes serving presigned requests for ``store``."""
+    router = APIRouter(include_in_schema=False)
+    path = PRESIGN_ROUTE + "{key:path}"
+
+    def refused(exc: PresignRefused) -> JSONResponse:
+        code = {400: "BadDigest", 413: "EntityTooLarge"}.get(exc.status, "AccessDenied")
+        return error_response(exc.status, code, exc.reason)
+
+    @router.api_route(path, methods=["GET", "HEAD"])
+    def read_object(key: str, request: Request) -> Response:
+        try:
+            store.verify_presigned(request.method, key, request.query_params)
+        except PresignRefused as exc:
+            return refused(exc)
+        info = store.head(key)
+        if info is None:
+            return error_response(404, "NoSuchKey", f"object not found: {key}")
+        return FileResponse(store.path_of(key), headers={"ETag": f'"{info.etag}"'}, media_type="application/octet-stream")
+
+    @router.put(path)
+    async def write_object(key: str, request: Request) -> Response:
+        try:
+            bound_md5 = store.verify_presigned("PUT", key, request.query_params)
+        except PresignRefused as exc:
+            return refused(exc)
+        sent = request.headers.get("content-md5")
+        if bound_md5 is not None:
+            if sent is None:
+                return error_response(403, "AccessDenied", "this URL requires a Content-MD5 header")
+            try:
+                sent_hex = base64.b64decode(sent, validate=True).hex()
+            except (binascii.Error, ValueError):
+                return error_response(400, "InvalidDigest", "Content-MD5 is not base64")
+            if sent_hex != bound_md5:
+                return error_response(403, "AccessDenied", "Content-MD5 differs from the one the URL was signed for")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_object_bytes:
+            return error_response(413, "EntityTooLarge", f"objects are limited to {max_object_bytes} bytes")
+        writer = ObjectWriter(store, key, max_object_bytes)
+        try:
+            async for chunk in request.stream():
+                writer.write(chunk)
+            info = writer.commit(bound_md5)
+        except PresignRefused as exc:
+            return refused(exc)
+        except BaseException:
+            writer.abort()
+            raise
+        return Response(status_code=200, headers={"ETag": f'"{info.etag}"'})
+
+    return router

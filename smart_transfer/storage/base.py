@@ -1,0 +1,148 @@
+"""The ObjectStore contract every store implements; one test suite checks it on all of them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from smart_transfer.storage.errors import InvalidKey
+
+#: Default lifetime of presigned URLs: minutes, not hours.
+DEFAULT_URL_TTL_SECONDS = 300
+#: Longest lifetime a caller may ask for.
+MAX_URL_TTL_SECONDS = 7 * 24 * 3600
+#: Chunk size used when streaming objects.
+STREAM_CHUNK_BYTES = 1024 * 1024
+
+_KEY_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]*")
+
+
+def check_key(key: str) -> str:
+    """Refuse keys that could escape a root or prefix: empty parts, dot-parts, odd characters."""
+    if not isinstance(key, str) or not key or len(key) > 900:
+        raise InvalidKey("a key must be 1-900 characters of text")
+    for part in key.split("/"):
+        if _KEY_PART.fullmatch(part) is None or part.endswith("."):
+            raise InvalidKey(f"invalid key {key[:120]!r}: each part must be letters, digits and ._=- not starting with '.'")
+    return key
+
+
+def check_prefix(prefix: str) -> str:
+    """A list prefix: empty, or a valid key optionally ending with '/'."""
+    if prefix:
+        check_key(prefix.rstrip("/") or "x")
+    return prefix
+
+
+def md5_base64(data: bytes) -> str:
+    """The Content-MD5 header value (base64 of the raw digest) of ``data``."""
+    return base64.b64encode(hashlib.md5(data).digest()).decode("ascii")
+
+
+def md5_hex_from_base64(content_md5: str) -> str:
+    """Turn a Content-MD5 header value into the hex form S3 uses in ETags."""
+    raw = base64.b64decode(content_md5, validate=True)
+    if len(raw) != 16:
+        raise ValueError("Content-MD5 must be 16 bytes base64-encoded")
+    return raw.hex()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a store knows of one object: key, size in bytes, and the hex MD5 of its bytes (ETag)."""
+
+    key: str
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class PresignedRequest:
+    """An HTTP request anyone holding it may make until ``expires_at`` (Unix seconds)."""
+
+    method: str
+    url: str
+    expires_at: int
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class ObjectStore(ABC):
+    """Flat key -> bytes storage with conditional writes and presigned URLs.
+
+    Keys are ``/``-separated paths checked by :func:`check_key`. All methods are blocking; async
+    callers run them in a thread. Every method raises only :class:`StorageError` subclasses.
+    """
+
+    #: Whether presign_get/presign_put are available.
+    supports_presigning: bool = True
+
+    @abstractmethod
+    def describe(self) -> str:
+        """A short human description (for logs and ``GET /``)."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        """Store ``data`` under ``key`` (replacing any object); atomic for readers."""
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> ObjectInfo:
+        """Store the file at ``path`` under ``key``; atomic for readers."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """The whole object; raises ObjectNotFound."""
+
+    @abstractmethod
+    def stream(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The object's bytes ``[start, end]`` (inclusive end, None: to the end) in chunks."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """Size and ETag of an object, or None when absent."""
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` exists."""
+        return self.head(key) is not None
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete ``key``; deleting an absent key is not an error."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order."""
+
+    @abstractmethod
+    def list_children(self, prefix: str) -> Iterator[str]:
+        """The distinct next path parts below ``prefix`` (which ends with '/' or is empty)."""
+
+    @abstractmethod
+    def create_if_absent(self, key: str, data: bytes) -> bool:
+        """Atomically create ``key`` only if absent; True when this call created it."""
+
+    @abstractmethod
+    def read_ref(self, key: str) -> bytes | None:
+        """The current value of a small reference object kept by compare_and_swap, or None."""
+
+    @abstractmethod
+    def compare_and_swap(self, key: str, expected: bytes | None, new: bytes) -> bool:
+        """Set the reference ``key`` to ``new`` only if it currently holds ``expected`` (None: absent).
+        True when this call moved it; exactly one of any number of racing callers wins."""
+
+    @abstractmethod
+    def presign_get(self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS) -> PresignedRequest:
+        """A GET of ``key`` that works without credentials until it expires."""
+
+    @abstractmethod
+    def presign_put(
+        self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
+    ) -> PresignedRequest:
+        """A PUT of ``key``; with ``content_md5`` (base64) the store refuses any other body."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and files."""

@@ -1,0 +1,236 @@
+"""S3Store: any S3 endpoint (AWS, MinIO, Ceph RGW, R2) through boto3, SigV4, path-style.
+
+References moved by compare-and-swap are kept as write-once *generation records*
+(``{key}.gen/{inverted generation}-{hex value}``) created with ``If-None-Match: *``: only one writer
+can create generation n+1, and the newest record is the first key a LIST returns. This needs no
+``If-Match`` on PUT (Ceph 16 refuses every such PUT) and no lock that a crash could leave behind.
+A plain copy of the value is also written to ``{key}`` for people and tools browsing the bucket.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from smart_transfer.storage.base import (
+    DEFAULT_URL_TTL_SECONDS,
+    MAX_URL_TTL_SECONDS,
+    ObjectInfo,
+    ObjectStore,
+    PresignedRequest,
+    check_key,
+    check_prefix,
+)
+from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageUnavailable
+
+#: Connections boto3 keeps open to the endpoint (server-side calls; clients transfer directly).
+DEFAULT_MAX_CONNECTIONS = 64
+#: Generation numbers are written inverted so the newest sorts first.
+_GENERATION_BASE = 10**19 - 1
+#: Reference values travel hex-encoded in key names, so they must stay small.
+MAX_REF_BYTES = 256
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class S3Store(ObjectStore):
+    """Objects in one bucket under an optional prefix."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
+        self.endpoint_url = endpoint_url
+        config = Config(
+            signature_version="s3v4",  # boto3 would presign SigV2 for a custom endpoint otherwise
+            s3={"addressing_style": "path"},
+            max_pool_connections=max_connections,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries={"max_attempts": 3, "mode": "standard"},
+        )
+        session = boto3.session.Session()
+        self._client: Any = session.client(
+            "s3", endpoint_url=endpoint_url, region_name=region or session.region_name or "us-east-1", config=config
+        )
+
+    def describe(self) -> str:
+        where = self.endpoint_url or "AWS S3"
+        return f"s3://{self.bucket}/{self.prefix} at {where}"
+
+    def _full(self, key: str) -> str:
+        return self.prefix + check_key(key)
+
+    @contextmanager
+    def _errors(self, key: str) -> Iterator[None]:
+        """Translate boto3's exceptions into the contract's typed errors."""
+        try:
+            yield
+        except ClientError as exc:
+            if _status(exc) == 404 or _code(exc) in ("NoSuchKey", "404", "NotFound"):
+                raise ObjectNotFound(key) from None
+            raise StorageUnavailable(f"S3 refused an operation on {key}: {_code(exc) or _status(exc)}") from None
+        except BotoCoreError as exc:
+            raise StorageUnavailable(f"S3 at {self.endpoint_url or 'AWS'} unreachable: {exc}") from None
+
+    # -- the contract ----------------------------------------------------------------------------
+
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        with self._errors(key):
+            response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data)
+        return ObjectInfo(key, len(data), str(response["ETag"]).strip('"'))
+
+    def put_file(self, key: str, path: Path) -> ObjectInfo:
+        size = path.stat().st_size
+        with self._errors(key), open(path, "rb") as body:
+            response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body)
+        return ObjectInfo(key, size, str(response["ETag"]).strip('"'))
+
+    def get(self, key: str) -> bytes:
+        with self._errors(key):
+            body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
+        return body
+
+    def stream(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        extra: dict[str, str] = {}
+        if start or end is not None:
+            extra["Range"] = f"bytes={start}-{'' if end is None else end}"
+        with self._errors(key):
+            body = self._client.get_object(Bucket=self.bucket, Key=self._full(key), **extra)["Body"]
+
+        def chunks() -> Iterator[bytes]:
+            with self._errors(key):
+                yield from body.iter_chunks(1024 * 1024)
+
+        return chunks()
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            with self._errors(key):
+                response = self._client.head_object(Bucket=self.bucket, Key=self._full(key))
+        except ObjectNotFound:
+            return None
+        return ObjectInfo(key, int(response["ContentLength"]), str(response["ETag"]).strip('"'))
+
+    def delete(self, key: str) -> None:
+        with self._errors(key):
+            self._client.delete_object(Bucket=self.bucket, Key=self._full(key))
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        check_prefix(prefix)
+        paginator = self._client.get_paginator("list_objects_v2")
+        with self._errors(prefix):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
+                for item in page.get("Contents", []):
+                    key = str(item["Key"])[len(self.prefix) :]
+                    yield ObjectInfo(key, int(item["Size"]), str(item["ETag"]).strip('"'))
+
+    def list_children(self, prefix: str) -> Iterator[str]:
+        check_prefix(prefix)
+        paginator = self._client.get_paginator("list_objects_v2")
+        full = self.prefix + prefix
+        with self._errors(prefix):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                for item in page.get("CommonPrefixes", []):
+                    yield str(item["Prefix"])[len(full) :].rstrip("/")
+                for item in page.get("Contents", []):
+                    yield str(item["Key"])[len(full) :]
+
+    def create_if_absent(self, key: str, data: bytes) -> bool:
+        return self._create(self._full(key), data)
+
+    def _create(self, full_key: str, data: bytes) -> bool:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=full_key, Body=data, IfNoneMatch="*")
+        except ClientError as exc:
+            if _status(exc) in (409, 412) or _code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise StorageUnavailable(f"S3 refused a write to {full_key}: {_code(exc) or _status(exc)}") from None
+        except BotoCoreError as exc:
+            raise StorageUnavailable(f"S3 at {self.endpoint_url or 'AWS'} unreachable: {exc}") from None
+        return True
+
+    def _newest_generation(self, key: str) -> tuple[int, bytes | None]:
+        with self._errors(key):
+            response = self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._full(key) + ".gen/", MaxKeys=1)
+        contents = response.get("Contents", [])
+        if not contents:
+            return 0, None
+        name = str(contents[0]["Key"]).rsplit("/", 1)[1]
+        inverted, _, value = name.partition("-")
+        return _GENERATION_BASE - int(inverted), bytes.fromhex(value)
+
+    def _generation_key(self, key: str, generation: int, value: bytes) -> str:
+        return f"{self._full(key)}.gen/{_GENERATION_BASE - generation:019d}-{value.hex()}"
+
+    def read_ref(self, key: str) -> bytes | None:
+        return self._newest_generation(key)[1]
+
+    def compare_and_swap(self, key: str, expected: bytes | None, new: bytes) -> bool:
+        if len(new) > MAX_REF_BYTES:
+            raise ValueError(f"reference values are limited to {MAX_REF_BYTES} bytes")
+        generation, current = self._newest_generation(key)
+        if current != expected:
+            return False
+        if not self._create(self._generation_key(key, generation + 1, new), new):
+            return False
+        # Both clean-ups are best effort: readers only ever look at the newest generation record.
+        try:
+            self.put(key, new)
+            if generation >= 2:
+                old_key = self._full(key) + f".gen/{_GENERATION_BASE - (generation - 1):019d}-"
+                for item in self._client.list_objects_v2(Bucket=self.bucket, Prefix=old_key, MaxKeys=1).get(
+                    "Contents", []
+                ):
+                    self._client.delete_object(Bucket=self.bucket, Key=item["Key"])
+        except (StorageError, ClientError, BotoCoreError):
+            pass
+        return True
+
+    # -- presigning --------------------------------------------------------------------------------
+
+    def _presign(self, operation: str, key: str, ttl_seconds: int, params: dict[str, str]) -> str:
+        if not 1 <= ttl_seconds <= MAX_URL_TTL_SECONDS:
+            raise ValueError(f"URL lifetime must be 1..{MAX_URL_TTL_SECONDS} seconds")
+        with self._errors(key):
+            url: str = self._client.generate_presigned_url(
+                operation, Params={"Bucket": self.bucket, "Key": self._full(key), **params}, ExpiresIn=ttl_seconds
+            )
+        return url
+
+    def presign_get(self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS) -> PresignedRequest:
+        expires = int(time.time()) + ttl_seconds
+        return PresignedRequest("GET", self._presign("get_object", key, ttl_seconds, {}), expires)
+
+    def presign_put(
+        self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
+    ) -> PresignedRequest:
+        expires = int(time.time()) + ttl_seconds
+        params = {"ContentMD5": content_md5} if content_md5 else {}
+        headers = {"Content-MD5": content_md5} if content_md5 else {}
+        return PresignedRequest("PUT", self._presign("put_object", key, ttl_seconds, params), expires, headers)
+
+    def close(self) -> None:
+        self._client.close()

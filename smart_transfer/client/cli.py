@@ -24,6 +24,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _workspace(args: argparse.Namespace) -> Workspace:
+    """The workspace the command works on."""
     return Workspace(args.workspace or Workspace.default_root())
 
 
@@ -112,8 +113,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in workspace.dataset_names():
             tip = workspace.dataset(name).tip()
             if tip is not None:
-                rows.append({"name": str(name), "head": str(tip.head), "blocks": tip.sequence_number + 1,
-                             "records": tip.next_offset})
+                rows.append(
+                    {
+                        "name": str(name),
+                        "head": str(tip.head),
+                        "blocks": tip.sequence_number + 1,
+                        "records": tip.next_offset,
+                    }
+                )
         if args.json:
             sys.stdout.write(orjson.dumps(rows).decode() + "\n")
         elif not rows:
@@ -143,26 +150,47 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     defaults = argparse.ArgumentDefaultsHelpFormatter
 
-    serve = commands.add_parser("serve", help="run the server", formatter_class=defaults,
-                                description="Serve dataset repositories on the embedded store or on S3.")
+    serve = commands.add_parser(
+        "serve",
+        help="run the server",
+        formatter_class=defaults,
+        description="Serve dataset repositories on the embedded store or on S3.",
+    )
     serve.add_argument("--host", default=server_defaults.DEFAULT_HOST, help="address to bind")
     serve.add_argument("--port", type=int, default=server_defaults.DEFAULT_PORT, help="port to bind (0: any free port)")
-    serve.add_argument("--root", default=str(server_defaults.DEFAULT_ROOT),
-                       help="directory of the embedded store and the server's index")
-    serve.add_argument("--public-url", default=None,
-                       help="URL clients reach the server at (default: http://HOST:PORT)")
-    serve.add_argument("--s3-endpoint", default=None,
-                       help="S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment")
-    serve.add_argument("--s3-bucket", default=None, help="keep datasets in this S3 bucket instead of the embedded store")
+    serve.add_argument(
+        "--root",
+        default=str(server_defaults.DEFAULT_ROOT),
+        help="directory of the embedded store and the server's index",
+    )
+    serve.add_argument("--public-url", default=None, help="URL clients reach the server at (default: http://HOST:PORT)")
+    serve.add_argument(
+        "--s3-endpoint",
+        default=None,
+        help="S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment",
+    )
+    serve.add_argument(
+        "--s3-bucket", default=None, help="keep datasets in this S3 bucket instead of the embedded store"
+    )
     serve.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
-    serve.add_argument("--url-ttl", type=int, default=DEFAULT_URL_TTL_SECONDS, help="lifetime of presigned URLs, seconds")
-    serve.add_argument("--max-objects-per-page", type=int, default=server_defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
-                       help="most objects one transfer negotiation page may name")
+    serve.add_argument(
+        "--url-ttl", type=int, default=DEFAULT_URL_TTL_SECONDS, help="lifetime of presigned URLs, seconds"
+    )
+    serve.add_argument(
+        "--max-objects-per-page",
+        type=int,
+        default=server_defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
+        help="most objects one transfer negotiation page may name",
+    )
     serve.set_defaults(handler=cmd_serve)
 
-    add = commands.add_parser("add", help="append files to a dataset as data slices", formatter_class=defaults,
-                              description="Append one AddData block per FILE (any bytes, Parquet typically), "
-                              "creating DATASET with a Seed block on first use.")
+    add = commands.add_parser(
+        "add",
+        help="append files to a dataset as data slices",
+        formatter_class=defaults,
+        description="Append one AddData block per FILE (any bytes, Parquet typically), "
+        "creating DATASET with a Seed block on first use.",
+    )
     add.add_argument("dataset", metavar="DATASET")
     add.add_argument("files", metavar="FILE", nargs="+")
     add.add_argument("--records", type=int, default=1, help="records each file holds (for the offset intervals)")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from smart_transfer.model.encoding import canonical_bytes, decode_object
+from smart_transfer.model.errors import InvalidBlock
 from smart_transfer.model.events import Event, check_timestamp, event_from_dict
 from smart_transfer.model.fields import get_hash, get_int, get_object, get_str, require_keys
 from smart_transfer.model.multihash import SHA2_256, Multihash

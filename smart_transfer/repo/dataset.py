@@ -139,7 +139,12 @@ class DatasetRepository:
             except ModelError as exc:
                 raise CorruptRepository(f"{self.name}: block {cursor} is malformed: {exc}") from None
             entry = self.index.entry_at(self.name, block.sequence_number)
-            if indexed is not None and entry is not None and entry[0] == cursor and block.sequence_number <= indexed.sequence_number:
+            if (
+                indexed is not None
+                and entry is not None
+                and entry[0] == cursor
+                and block.sequence_number <= indexed.sequence_number
+            ):
                 base = ChainTip(cursor, block.sequence_number, indexed.dataset_id, entry[1])
                 break
             walked.append((cursor, data, block))

@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.repo.dataset import DatasetRepository
@@ -49,7 +50,7 @@ class Repository:
         self.index.close()
         self.store.close()
 
-    def __enter__(self) -> Repository:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -36,7 +36,9 @@ def store_router(store: LocalStore, max_object_bytes: int) -> APIRouter:
         info = store.head(key)
         if info is None:
             return error_response(404, "NoSuchKey", f"object not found: {key}")
-        return FileResponse(store.path_of(key), headers={"ETag": f'"{info.etag}"'}, media_type="application/octet-stream")
+        return FileResponse(
+            store.path_of(key), headers={"ETag": f'"{info.etag}"'}, media_type="application/octet-stream"
+        )
 
     @router.put(path)
     async def write_object(key: str, request: Request) -> Response:

@@ -4,8 +4,8 @@ from smart_transfer.storage.base import ObjectInfo, ObjectStore, PresignedReques
 from smart_transfer.storage.errors import (
     InvalidKey,
     ObjectNotFound,
-    PresignRefused,
     PresigningUnavailable,
+    PresignRefused,
     StorageError,
     StorageUnavailable,
 )

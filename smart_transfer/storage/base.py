@@ -28,7 +28,9 @@ def check_key(key: str) -> str:
         raise InvalidKey("a key must be 1-900 characters of text")
     for part in key.split("/"):
         if _KEY_PART.fullmatch(part) is None or part.endswith("."):
-            raise InvalidKey(f"invalid key {key[:120]!r}: each part must be letters, digits and ._=- not starting with '.'")
+            raise InvalidKey(
+                f"invalid key {key[:120]!r}: each part must be letters, digits and ._=- not starting with '.'"
+            )
     return key
 
 

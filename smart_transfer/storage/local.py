@@ -33,8 +33,8 @@ from smart_transfer.storage.base import (
 from smart_transfer.storage.errors import (
     InvalidKey,
     ObjectNotFound,
-    PresignRefused,
     PresigningUnavailable,
+    PresignRefused,
     StorageUnavailable,
 )
 

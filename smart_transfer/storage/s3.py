@@ -1,8 +1,9 @@
 """S3Store: any S3 endpoint (AWS, MinIO, Ceph RGW, R2) through boto3, SigV4, path-style.
 
 References moved by compare-and-swap are kept as write-once *generation records*
-(``{key}.gen/{inverted generation}-{hex value}``) created with ``If-None-Match: *``: only one writer
-can create generation n+1, and the newest record is the first key a LIST returns. This needs no
+(``{key}.gen/{inverted generation}``, the value as body) created with ``If-None-Match: *``: only one
+writer can create generation n+1, and the newest record is the first key a LIST returns. The key
+must name the generation alone: were the value part of it, racing writers would all succeed. This needs no
 ``If-Match`` on PUT (Ceph 16 refuses every such PUT) and no lock that a crash could leave behind.
 A plain copy of the value is also written to ``{key}`` for people and tools browsing the bucket.
 """
@@ -34,8 +35,8 @@ from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageU
 DEFAULT_MAX_CONNECTIONS = 64
 #: Generation numbers are written inverted so the newest sorts first.
 _GENERATION_BASE = 10**19 - 1
-#: Reference values travel hex-encoded in key names, so they must stay small.
-MAX_REF_BYTES = 256
+#: References are small objects (a hash); larger values are refused.
+MAX_REF_BYTES = 1024
 
 
 def _status(exc: ClientError) -> int:
@@ -172,40 +173,43 @@ class S3Store(ObjectStore):
             raise StorageUnavailable(f"S3 at {self.endpoint_url or 'AWS'} unreachable: {exc}") from None
         return True
 
-    def _newest_generation(self, key: str) -> tuple[int, bytes | None]:
+    def _newest_generation(self, key: str) -> tuple[int, str | None]:
+        """The newest generation number of a reference and the key of its record."""
         with self._errors(key):
             response = self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._full(key) + ".gen/", MaxKeys=1)
         contents = response.get("Contents", [])
         if not contents:
             return 0, None
-        name = str(contents[0]["Key"]).rsplit("/", 1)[1]
-        inverted, _, value = name.partition("-")
-        return _GENERATION_BASE - int(inverted), bytes.fromhex(value)
+        record = str(contents[0]["Key"])
+        return _GENERATION_BASE - int(record.rsplit("/", 1)[1]), record
 
-    def _generation_key(self, key: str, generation: int, value: bytes) -> str:
-        return f"{self._full(key)}.gen/{_GENERATION_BASE - generation:019d}-{value.hex()}"
+    def _generation_key(self, key: str, generation: int) -> str:
+        return f"{self._full(key)}.gen/{_GENERATION_BASE - generation:019d}"
+
+    def _read_record(self, key: str, record: str | None) -> bytes | None:
+        if record is None:
+            return None
+        with self._errors(key):
+            value: bytes = self._client.get_object(Bucket=self.bucket, Key=record)["Body"].read()
+        return value
 
     def read_ref(self, key: str) -> bytes | None:
-        return self._newest_generation(key)[1]
+        return self._read_record(key, self._newest_generation(key)[1])
 
     def compare_and_swap(self, key: str, expected: bytes | None, new: bytes) -> bool:
         if len(new) > MAX_REF_BYTES:
             raise ValueError(f"reference values are limited to {MAX_REF_BYTES} bytes")
-        generation, current = self._newest_generation(key)
-        if current != expected:
+        generation, record = self._newest_generation(key)
+        if self._read_record(key, record) != expected:
             return False
-        if not self._create(self._generation_key(key, generation + 1, new), new):
+        if not self._create(self._generation_key(key, generation + 1), new):
             return False
-        # Both clean-ups are best effort: readers only ever look at the newest generation record.
+        # Old records are never deleted here: a writer slow enough to still hold an old generation
+        # could re-create a deleted one and wrongly believe it won. They are tiny; gc may prune them
+        # after a grace period. The plain copy is best effort: readers only use the records.
         try:
             self.put(key, new)
-            if generation >= 2:
-                old_key = self._full(key) + f".gen/{_GENERATION_BASE - (generation - 1):019d}-"
-                for item in self._client.list_objects_v2(Bucket=self.bucket, Prefix=old_key, MaxKeys=1).get(
-                    "Contents", []
-                ):
-                    self._client.delete_object(Bucket=self.bucket, Key=item["Key"])
-        except (StorageError, ClientError, BotoCoreError):
+        except StorageError:
             pass
         return True
 

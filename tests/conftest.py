@@ -1,0 +1,169 @@
+"""Shared fixtures: the real local S3 server (Ceph RGW) and real server processes on 127.0.0.1.
+
+``make test`` starts S3 once and passes it in through SMART_TRANSFER_TEST_S3_* variables; a plain
+``pytest`` run starts its own instance through scripts/s3-local.sh and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from smart_transfer.storage.s3 import S3Store
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "smart_transfer.client.cli"]
+SERVER_START_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class S3Env:
+    endpoint: str
+    bucket: str
+    env: dict[str, str]
+
+
+def _free_port_pair() -> int:
+    """A port p with p and p+1 free (the local S3 script uses p+1 for its monitor)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port >= 65000:
+            continue
+        with socket.socket() as other:
+            try:
+                other.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return int(port)
+    raise RuntimeError("no free port pair")
+
+
+@pytest.fixture(scope="session")
+def s3_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Env]:
+    endpoint = os.environ.get("SMART_TRANSFER_TEST_S3_ENDPOINT")
+    if endpoint:
+        yield S3Env(endpoint, os.environ["SMART_TRANSFER_TEST_S3_BUCKET"], {})
+        return
+    directory = tmp_path_factory.mktemp("s3")
+    port = _free_port_pair()
+    script = str(ROOT / "scripts" / "s3-local.sh")
+    result = subprocess.run(
+        ["bash", script, "start", str(directory), str(port)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        subprocess.run(["bash", script, "stop", str(directory)], check=False)
+        pytest.fail(f"local S3 did not start: {result.stderr[-2000:]}")
+    env = dict(re.findall(r"^export (\w+)=(.*)$", result.stdout, re.M))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield S3Env(env["SMART_TRANSFER_TEST_S3_ENDPOINT"], env["SMART_TRANSFER_TEST_S3_BUCKET"], env)
+    finally:
+        subprocess.run(["bash", script, "stop", str(directory)], check=False)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def s3_prefix() -> str:
+    """A fresh key prefix, so tests sharing the bucket never see each other's objects."""
+    return f"t-{secrets.token_hex(6)}"
+
+
+@pytest.fixture
+def s3_store(s3_env: S3Env, s3_prefix: str) -> Iterator[S3Store]:
+    store = S3Store(s3_env.bucket, s3_prefix, endpoint_url=s3_env.endpoint)
+    yield store
+    store.close()
+
+
+@dataclass
+class ServerProcess:
+    """A real ``smart-transfer serve`` process on 127.0.0.1 and an ephemeral port."""
+
+    url: str
+    process: subprocess.Popen[str]
+    root: Path
+    output: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def start_server(root: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
+    """Start a server process and wait for its 'listening on' line."""
+    process = subprocess.Popen(
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert process.stdout is not None
+    found: list[str] = []
+    lines: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            if match and not found:
+                found.append(match.group(1))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = SERVER_START_TIMEOUT
+    step = 0.05
+    waited = 0.0
+    while not found and waited < deadline and process.poll() is None:
+        threading.Event().wait(step)
+        waited += step
+    if not found:
+        process.kill()
+        raise RuntimeError("server did not start:\n" + "".join(lines))
+    return ServerProcess(found[0], process, root, lines)
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start servers for one test; every one is stopped afterwards."""
+    started: list[ServerProcess] = []
+
+    def factory(*extra: str, root: Path | None = None, env: dict[str, str] | None = None) -> ServerProcess:
+        server = start_server(root or tmp_path / f"server{len(started)}", *extra, env=env)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One embedded-store server shared by the tests that only need its presigned-URL routes."""
+    server = start_server(tmp_path_factory.mktemp("local-server"))
+    yield server
+    server.stop()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -207,10 +207,8 @@ class S3Store(ObjectStore):
         # Old records are never deleted here: a writer slow enough to still hold an old generation
         # could re-create a deleted one and wrongly believe it won. They are tiny; gc may prune them
         # after a grace period. The plain copy is best effort: readers only use the records.
-        try:
+        with suppress(StorageError):
             self.put(key, new)
-        except StorageError:
-            pass
         return True
 
     # -- presigning --------------------------------------------------------------------------------

@@ -41,10 +41,15 @@ def ns() -> str:
     return f"ns{secrets.token_hex(6)}"
 
 
-def send(request: PresignedRequest, body: bytes | None = None, method: str | None = None,
-         headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.request(method or request.method, request.url, content=body,
-                         headers={**request.headers, **(headers or {})}, timeout=30)
+def send(
+    request: PresignedRequest,
+    body: bytes | None = None,
+    method: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    return httpx.request(
+        method or request.method, request.url, content=body, headers={**request.headers, **(headers or {})}, timeout=30
+    )
 
 
 def test_put_get_head_delete_round_trip(store: ObjectStore, ns: str) -> None:
@@ -126,7 +131,13 @@ def test_racing_compare_and_swaps_have_exactly_one_winner(store: ObjectStore, ns
         wins: list[bytes] = []
         barrier = threading.Barrier(8)
 
-        def attempt(i: int, expected: bytes | None = expected, round_number: int = round_number) -> None:
+        def attempt(
+            i: int,
+            expected: bytes | None = expected,
+            round_number: int = round_number,
+            barrier: threading.Barrier = barrier,
+            wins: list[bytes] = wins,
+        ) -> None:
             value = f"r{round_number}-w{i}".encode()
             barrier.wait()
             if store.compare_and_swap(ref, expected, value):
@@ -141,8 +152,9 @@ def test_racing_compare_and_swaps_have_exactly_one_winner(store: ObjectStore, ns
         assert store.read_ref(ref) == wins[0]
 
 
-@pytest.mark.parametrize("key", ["../escape", "/abs", "a//b", ".hidden/x", "a/../b", "a/./b", "", "a/b/", "a\0b",
-                                 "a\\b", "%2e%2e/x"])
+@pytest.mark.parametrize(
+    "key", ["../escape", "/abs", "a//b", ".hidden/x", "a/../b", "a/./b", "", "a/b/", "a\0b", "a\\b", "%2e%2e/x"]
+)
 def test_keys_that_could_escape_are_refused(store: ObjectStore, key: str) -> None:
     with pytest.raises(InvalidKey):
         store.put(key, b"x")

@@ -1,0 +1,69 @@
+"""The CLI as a user runs it: a real process, one clear line on bad input, the right exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import CLI
+
+
+def run(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args, "--workspace", str(workspace)], capture_output=True, text=True, check=False)
+
+
+def test_add_log_list(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for i in range(3):
+        (tmp_path / f"f{i}").write_bytes(f"file {i}".encode())
+    result = run(ws, "add", "sales", str(tmp_path / "f0"), str(tmp_path / "f1"), "--records", "10")
+    assert result.returncode == 0, result.stderr
+    assert "added 2 block(s)" in result.stdout
+    assert run(ws, "add", "sales", str(tmp_path / "f2")).returncode == 0
+    log = run(ws, "log", "sales", "--json")
+    records = [orjson.loads(line) for line in log.stdout.splitlines()]
+    assert [r["sequence_number"] for r in records] == [3, 2, 1, 0]
+    assert [r["type"] for r in records] == ["AddData", "AddData", "AddData", "Seed"]
+    assert records[0]["new_data"]["offset_interval"] == {"start": 20, "end": 20}
+    listing = orjson.loads(run(ws, "list", "--json").stdout)
+    assert listing == [{"name": "sales", "head": records[0]["hash"], "blocks": 4, "records": 21}]
+    text_log = run(ws, "log", "sales", "--limit", "1")
+    assert text_log.stdout.count("\n") == 1 and "AddData" in text_log.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("add", "../escape", "FILE"), "invalid dataset name"),
+        (("add", "a/b", "FILE"), "invalid dataset name"),
+        (("add", "ok", "/no/such/file"), "no such file"),
+        (("log", "missing"), "dataset not found"),
+        (("log", "%2e%2e"), "invalid dataset name"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_changes_nothing(tmp_path: Path, args: tuple[str, ...], fragment: str) -> None:
+    ws = tmp_path / "ws"
+    real = tmp_path / "real"
+    real.write_bytes(b"x")
+    result = run(ws, *(str(real) if a == "FILE" else a for a in args))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr
+    assert orjson.loads(run(ws, "list", "--json").stdout) == []
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    result = run(tmp_path, "add")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "add", "log", "list"])
+def test_every_command_explains_itself(command: str) -> None:
+    result = subprocess.run([*CLI, command, "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0
+    assert "usage: smart-transfer" in result.stdout
+    assert "--workspace" in result.stdout or command == "serve"

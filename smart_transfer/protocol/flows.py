@@ -1,0 +1,98 @@
+"""The ordering rules of both flows, one transition table each (after h11's ``_state.py``).
+
+Everything that decides which message may come next lives here, and it does not know which side it
+runs on: the server and the client drive the same ``Conversation`` and so cannot disagree. A
+message the table does not allow raises ProtocolError(UNEXPECTED_MESSAGE) naming the flow, phase,
+sender and message.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+
+
+class Sender(Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class Phase(Enum):
+    AWAIT_REQUEST = "AwaitRequest"
+    PLANNING = "Planning"  # server decides: plan or error
+    AWAIT_METADATA_REQUEST = "AwaitMetadataRequest"  # pull: client asks for the tarball
+    SENDING_METADATA = "SendingMetadata"  # pull: server sends the tarball
+    AWAIT_METADATA = "AwaitMetadata"  # push: client sends the tarball
+    VALIDATING = "Validating"  # push: server checks the blocks
+    TRANSFER = "Transfer"  # objects move; pages negotiated
+    NEGOTIATING = "Negotiating"  # a page request waits for its answer
+    COMMITTING = "Committing"  # push: server verifies and moves head
+    DONE = "Done"
+    FAILED = "Failed"
+
+
+C, S = Sender.CLIENT, Sender.SERVER
+P = Phase
+TARBALL = "MetadataTarball"
+
+#: pull: (phase, sender, message type) -> next phase
+PULL_TRANSITIONS: dict[tuple[Phase, Sender, str], Phase] = {
+    (P.AWAIT_REQUEST, C, "DatasetPullRequest"): P.PLANNING,
+    (P.PLANNING, S, "DatasetPullResponse"): P.AWAIT_METADATA_REQUEST,
+    (P.AWAIT_METADATA_REQUEST, C, "DatasetPullMetadataRequest"): P.SENDING_METADATA,
+    (P.SENDING_METADATA, S, TARBALL): P.TRANSFER,
+    (P.TRANSFER, C, "DatasetPullObjectsTransferRequest"): P.NEGOTIATING,
+    (P.NEGOTIATING, S, "DatasetPullObjectsTransferResponse"): P.TRANSFER,
+    (P.TRANSFER, C, "Progress"): P.TRANSFER,
+    (P.TRANSFER, C, "DatasetPullComplete"): P.DONE,
+}
+
+#: push: (phase, sender, message type) -> next phase
+PUSH_TRANSITIONS: dict[tuple[Phase, Sender, str], Phase] = {
+    (P.AWAIT_REQUEST, C, "DatasetPushRequest"): P.PLANNING,
+    (P.PLANNING, S, "DatasetPushRequestAccepted"): P.AWAIT_METADATA,
+    (P.AWAIT_METADATA, C, TARBALL): P.VALIDATING,
+    (P.VALIDATING, S, "DatasetPushMetadataAccepted"): P.TRANSFER,
+    (P.TRANSFER, C, "DatasetPushObjectsTransferRequest"): P.NEGOTIATING,
+    (P.NEGOTIATING, S, "DatasetPushObjectsTransferResponse"): P.TRANSFER,
+    (P.TRANSFER, C, "Progress"): P.TRANSFER,
+    (P.TRANSFER, C, "DatasetPushComplete"): P.COMMITTING,
+    (P.COMMITTING, S, "Progress"): P.COMMITTING,
+    (P.COMMITTING, S, "DatasetPushCompleteConfirmed"): P.DONE,
+}
+
+FLOWS = {"pull": PULL_TRANSITIONS, "push": PUSH_TRANSITIONS}
+
+
+class Conversation:
+    """The phase of one session of one flow; every message sent or received goes through it."""
+
+    def __init__(self, flow: str) -> None:
+        self.flow = flow
+        self.table = FLOWS[flow]
+        self.phase = Phase.AWAIT_REQUEST
+
+    def expects(self, sender: Sender) -> list[str]:
+        """Message types ``sender`` may send now (for error messages and docs)."""
+        return sorted(kind for (phase, who, kind) in self.table if phase is self.phase and who is sender)
+
+    def advance(self, sender: Sender, message_type: str) -> Phase:
+        """Record a message; raises ProtocolError if the table does not allow it here."""
+        if message_type == "Error" and self.phase not in (Phase.DONE, Phase.FAILED):
+            self.phase = Phase.FAILED
+            return self.phase
+        next_phase = self.table.get((self.phase, sender, message_type))
+        if next_phase is None:
+            allowed = ", ".join(self.expects(sender)) or "nothing"
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE,
+                f"{self.flow}: {sender.value} sent {message_type} in phase {self.phase.value}; allowed: {allowed}",
+                {"flow": self.flow, "phase": self.phase.value, "message": message_type},
+            )
+        self.phase = next_phase
+        return next_phase
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (Phase.DONE, Phase.FAILED)

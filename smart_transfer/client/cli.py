@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,15 +14,21 @@ import orjson
 
 import smart_transfer
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+from smart_transfer.client.progress import ProgressBar
+from smart_transfer.client.sdk import Client, DivergedError, RemoteError, TransferSummary
 from smart_transfer.model import AddData, DataSlice, ModelError, OffsetInterval, decode_block
+from smart_transfer.protocol.errors import REJECTIONS
 from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
 from smart_transfer.repo.layout import ObjectKind, object_key
 from smart_transfer.server import settings as server_defaults
 from smart_transfer.storage import StorageError
 from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
 from smart_transfer.transfer.hashing import digest_file
+from smart_transfer.transfer.http import DEFAULT_PARALLEL, TransferFailed
 
 Handler = Callable[[argparse.Namespace], int]
+#: Environment variable holding the bearer token when --token is not given.
+TOKEN_ENV = "SMART_TRANSFER_TOKEN"
 
 
 def _workspace(args: argparse.Namespace) -> Workspace:
@@ -79,6 +87,53 @@ def cmd_add(args: argparse.Namespace) -> int:
         new_tip = dataset.append(events)
         print(f"{dataset.name}: added {len(events)} block(s), head {new_tip.head} (block {new_tip.sequence_number})")
     return 0
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    token: str | None = args.token or os.environ.get(TOKEN_ENV)
+    return token
+
+
+def _report(summary: TransferSummary, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(orjson.dumps(summary.to_dict()).decode() + "\n")
+        return
+    if summary.note:
+        print(f"{summary.dataset}: {summary.note}")
+    elif summary.up_to_date:
+        print(f"{summary.dataset}: up to date with {summary.remote} (head {summary.new_head})")
+    else:
+        print(
+            f"{summary.dataset}: {summary.operation}ed {summary.blocks} block(s), "
+            f"{summary.objects_transferred} object(s) ({summary.bytes_transferred} bytes) moved, "
+            f"{summary.objects_skipped} skipped, in {summary.seconds:.2f} s; head {summary.new_head}"
+        )
+
+
+def _run_transfer(args: argparse.Namespace, operation: str) -> int:
+    if args.parallel < 1:
+        raise CliError("--parallel must be at least 1", EXIT_USAGE)
+    bar = ProgressBar() if not args.json else None
+    with _workspace(args) as workspace:
+        client = Client(workspace, token=_token(args), parallel=args.parallel, progress=bar)
+        try:
+            if operation == "pull":
+                summary = asyncio.run(client.pull(args.url, as_name=args.as_name, force=args.force))
+            else:
+                summary = asyncio.run(client.push(args.dataset, args.url, force=args.force))
+        finally:
+            if bar is not None:
+                bar.finish()
+    _report(summary, args.json)
+    return 0
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    return _run_transfer(args, "pull")
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    return _run_transfer(args, "push")
 
 
 def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
@@ -208,7 +263,41 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print a JSON array")
     _add_workspace_option(listing)
     listing.set_defaults(handler=cmd_list)
+
+    pull = commands.add_parser(
+        "pull",
+        help="pull a dataset from a server into the workspace",
+        formatter_class=defaults,
+        description="Bring a local dataset up to the remote head. Blocks travel in one WebSocket session; "
+        "objects are downloaded directly from storage in parallel and verified before the local head moves. "
+        "Re-running an interrupted pull resumes it.",
+    )
+    pull.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
+    pull.add_argument("--as", dest="as_name", default=None, help="local dataset name (default: the remote name)")
+    _add_transfer_options(pull, "replace the local history when it diverged from the remote one (same Seed only)")
+    pull.set_defaults(handler=cmd_pull)
+
+    push = commands.add_parser(
+        "push",
+        help="push a workspace dataset to a server",
+        formatter_class=defaults,
+        description="Make the remote dataset's head the local head. Objects are uploaded directly to storage; "
+        "the server verifies every one (size and MD5) before it moves the remote head. Objects the server "
+        "already has are never uploaded again.",
+    )
+    push.add_argument("dataset", metavar="DATASET")
+    push.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
+    _add_transfer_options(push, "replace the remote history when it diverged from the local one (same Seed only)")
+    push.set_defaults(handler=cmd_push)
     return parser
+
+
+def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
+    parser.add_argument("--force", action="store_true", help=force_help)
+    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, help="concurrent object transfers")
+    parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    parser.add_argument("--json", action="store_true", help="print one JSON summary object instead of text")
+    _add_workspace_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -223,12 +312,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc)
     except HeadMoved as exc:
         code, message = EXIT_REJECTED, str(exc)
+    except DivergedError as exc:
+        code, message = EXIT_REJECTED, str(exc)
+    except RemoteError as exc:
+        code, message = (EXIT_REJECTED if exc.code in REJECTIONS else EXIT_ERROR), str(exc)
+    except TransferFailed as exc:
+        code, message = EXIT_ERROR, f"transfer failed: {exc}"
     except DatasetNotFound as exc:
         code, message = EXIT_ERROR, str(exc)
     except (ModelError, StorageError, RepositoryError, OSError) as exc:
         code, message = EXIT_ERROR, str(exc)
     except KeyboardInterrupt:
         code, message = 130, "interrupted"
+    except Exception as exc:  # last resort: a bug must still not show users a traceback
+        code, message = EXIT_ERROR, f"unexpected {type(exc).__name__}: {exc}"
     print(f"smart-transfer: error: {message}", file=sys.stderr)
     return code
 

@@ -1,4 +1,7 @@
 """The Smart Transfer Protocol, sans-I/O: messages, codec, error codes, metadata tarballs and the
 pull and push transition tables. Nothing here touches sockets, storage or disk."""
 
-SUBPROTOCOL = "odf/smart-transfer-protocol/v1"
+#: The WebSocket subprotocol. The ODF RFC writes it ``odf/smart-transfer-protocol/v1``, but '/' is not
+#: allowed in an RFC 6455 subprotocol token: browsers throw on it and the websockets library (client
+#: and uvicorn's server) refuse the handshake. This spelling keeps the name and is a valid token.
+SUBPROTOCOL = "odf.smart-transfer-protocol.v1"

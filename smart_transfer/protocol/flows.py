@@ -41,6 +41,7 @@ PULL_TRANSITIONS: dict[tuple[Phase, Sender, str], Phase] = {
     (P.AWAIT_REQUEST, C, "DatasetPullRequest"): P.PLANNING,
     (P.PLANNING, S, "DatasetPullResponse"): P.AWAIT_METADATA_REQUEST,
     (P.AWAIT_METADATA_REQUEST, C, "DatasetPullMetadataRequest"): P.SENDING_METADATA,
+    (P.AWAIT_METADATA_REQUEST, C, "DatasetPullComplete"): P.DONE,  # nothing to pull
     (P.SENDING_METADATA, S, TARBALL): P.TRANSFER,
     (P.TRANSFER, C, "DatasetPullObjectsTransferRequest"): P.NEGOTIATING,
     (P.NEGOTIATING, S, "DatasetPullObjectsTransferResponse"): P.TRANSFER,

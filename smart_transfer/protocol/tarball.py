@@ -23,12 +23,14 @@ COMPRESSION_LEVEL = 1
 def pack_blocks(blocks: Iterable[tuple[Multihash, bytes]]) -> bytes:
     """One gzip tar of ``blocks`` (oldest first)."""
     buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=COMPRESSION_LEVEL, mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-            for index, (block_hash, data) in enumerate(blocks):
-                info = tarfile.TarInfo(f"{index:09d}-{block_hash}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=COMPRESSION_LEVEL, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
+        for index, (block_hash, data) in enumerate(blocks):
+            info = tarfile.TarInfo(f"{index:09d}-{block_hash}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
 

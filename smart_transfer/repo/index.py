@@ -114,3 +114,11 @@ class RepositoryIndex:
         """Drop everything indexed about ``dataset``."""
         prefix = dataset.encode() + b"\0"
         self._db.delete_range(prefix, dataset.encode() + b"\x01")
+
+    def remote_head(self, dataset: DatasetName, remote: str) -> Multihash | None:
+        """The head ``remote`` had when this repository last synced ``dataset`` with it."""
+        raw = self._db.get(_key(dataset, "r", remote.encode()))
+        return None if raw is None else Multihash.parse(raw.decode())
+
+    def set_remote_head(self, dataset: DatasetName, remote: str, head: Multihash) -> None:
+        self._db[_key(dataset, "r", remote.encode())] = str(head).encode()

@@ -14,18 +14,11 @@ from smart_transfer.model import ModelError
 from smart_transfer.repo import Repository, RepositoryError
 from smart_transfer.server.errors import typed_error_handler
 from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.smart_routes import smart_router
+from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
 from smart_transfer.storage import StorageError
 from smart_transfer.storage.local import LocalStore
-
-
-class ServerState:
-    """What every route and session shares: settings, the repository and its store."""
-
-    def __init__(self, settings: ServerSettings, repository: Repository, base_url: str) -> None:
-        self.settings = settings
-        self.repository = repository
-        self.base_url = base_url
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:
@@ -50,6 +43,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         app.add_exception_handler(error_type, typed_error_handler)
     if isinstance(store, LocalStore):
         app.include_router(store_router(store, settings.max_object_bytes))
+    app.include_router(smart_router(state))
 
     @app.get("/", summary="Describe the server and its datasets")
     async def describe_server() -> dict[str, Any]:

@@ -1,0 +1,124 @@
+"""Moves a list of objects through presigned URLs: negotiates pages over the session (the next page
+while the current one moves), runs transfers in parallel, and re-requests URLs that are about to
+expire (or that the store refused as expired) in batches, so slow transfers still finish."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from smart_transfer.protocol.messages import HttpRequest, ObjectFile
+from smart_transfer.transfer.http import TransferFailed, UrlExpired
+
+#: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
+REFRESH_SHARE = 0.25
+MAX_REFRESH_MARGIN = 30.0
+#: How often one object may be given a fresh URL before the transfer gives up.
+MAX_REFRESHES_PER_OBJECT = 5
+
+Negotiate = Callable[[Sequence[ObjectFile]], Awaitable[list[tuple[ObjectFile, HttpRequest | None]]]]
+Work = Callable[[ObjectFile, HttpRequest], Awaitable[int]]
+
+
+@dataclass
+class _Url:
+    request: HttpRequest
+    received_at: float
+
+    def stale(self, now: float) -> bool:
+        lifetime = max(self.request.expires_at - self.received_at, 0.0)
+        margin = min(MAX_REFRESH_MARGIN, lifetime * REFRESH_SHARE)
+        return self.request.expires_at - now <= margin
+
+
+@dataclass
+class MoveResult:
+    transferred: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    refreshed_urls: int = 0
+    failures: list[TransferFailed] = field(default_factory=list)
+
+
+class ObjectMover:
+    """Moves objects with ``work`` using URLs from ``negotiate`` (None from negotiate: skip)."""
+
+    def __init__(self, negotiate: Negotiate, work: Work, *, parallel: int, page_size: int) -> None:
+        self.negotiate = negotiate
+        self.work = work
+        self.parallel = max(1, parallel)
+        self.page_size = max(1, page_size)
+        self.result = MoveResult()
+        self._urls: dict[str, _Url] = {}
+        self._pending: dict[str, ObjectFile] = {}
+        self._refresh_lock = asyncio.Lock()
+
+    async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, HttpRequest | None]]:
+        answers = await self.negotiate(page)
+        now = time.time()
+        for item, request in answers:
+            if request is not None:
+                self._urls[item.physical_hash] = _Url(request, now)
+        return answers
+
+    async def _refresh(self, item: ObjectFile, force: bool) -> HttpRequest:
+        async with self._refresh_lock:
+            current = self._urls[item.physical_hash]
+            now = time.time()
+            if not force and not current.stale(now):
+                return current.request  # another task refreshed it meanwhile
+            batch = [item] + [
+                other
+                for key, other in self._pending.items()
+                if key != item.physical_hash and self._urls[key].stale(now + 1.0)
+            ]
+            for start in range(0, len(batch), self.page_size):
+                answers = await self._ask(batch[start : start + self.page_size])
+                self.result.refreshed_urls += sum(1 for _, r in answers if r is not None)
+            return self._urls[item.physical_hash].request
+
+    async def _one(self, item: ObjectFile, semaphore: asyncio.Semaphore) -> None:
+        async with semaphore:
+            key = item.physical_hash
+            self._pending.pop(key, None)
+            request = self._urls[key].request
+            for _ in range(MAX_REFRESHES_PER_OBJECT):
+                if self._urls[key].stale(time.time()):
+                    request = await self._refresh(item, force=False)
+                try:
+                    self.result.bytes += await self.work(item, request)
+                    self.result.transferred += 1
+                    return
+                except UrlExpired:
+                    request = await self._refresh(item, force=True)
+            raise TransferFailed(key, "the store kept refusing fresh URLs")
+
+    async def move(self, objects: Sequence[ObjectFile]) -> MoveResult:
+        """Move every object; raises the first TransferFailed after the others have stopped."""
+        pages = [objects[i : i + self.page_size] for i in range(len(objects))[:: self.page_size]]
+        semaphore = asyncio.Semaphore(self.parallel)
+        next_answer: asyncio.Task[list[tuple[ObjectFile, HttpRequest | None]]] | None = None
+        for index, page in enumerate(pages):
+            answers = await (next_answer if next_answer is not None else self._ask(page))
+            next_answer = None
+            work = [item for item, request in answers if request is not None]
+            self.result.skipped += len(answers) - len(work)
+            for item in work:
+                self._pending[item.physical_hash] = item
+            if index + 1 < len(pages):
+                # negotiate the next page while this one moves
+                next_answer = asyncio.create_task(self._ask(pages[index + 1]))
+            tasks = [asyncio.create_task(self._one(item, semaphore)) for item in work]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if next_answer is not None:
+                    next_answer.cancel()
+                    await asyncio.gather(next_answer, return_exceptions=True)
+                raise
+        return self.result

@@ -1,0 +1,15 @@
+"""What every route and session of one server shares."""
+
+from __future__ import annotations
+
+from smart_transfer.repo import Repository
+from smart_transfer.server.settings import ServerSettings
+
+
+class ServerState:
+    """Settings, the repository (and through it the store) and the URL clients reach us at."""
+
+    def __init__(self, settings: ServerSettings, repository: Repository, base_url: str) -> None:
+        self.settings = settings
+        self.repository = repository
+        self.base_url = base_url

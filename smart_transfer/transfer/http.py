@@ -1,0 +1,154 @@
+"""Direct object transfers over HTTP to presigned URLs: parallel, pooled, retried, verified.
+
+Downloads stream into a temporary file inside the workspace store while hashing; only an object
+whose multihash and size match becomes visible (atomic rename). Uploads send the file with the
+headers the URL was signed for (Content-MD5), so the store refuses any other body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from smart_transfer.model import Multihash
+from smart_transfer.model.multihash import new_hasher
+from smart_transfer.protocol.messages import HttpRequest
+
+#: Parallel transfers unless the caller says otherwise.
+DEFAULT_PARALLEL = 16
+#: Attempts per object for transient failures (connection errors, 5xx, 429).
+DEFAULT_ATTEMPTS = 5
+#: First retry delay in seconds; doubled each attempt, with jitter.
+RETRY_BASE_DELAY = 0.2
+#: Read size while streaming downloads.
+CHUNK_BYTES = 1024 * 1024
+#: Seconds a single request may take before it counts as failed.
+REQUEST_TIMEOUT = 300.0
+
+
+class TransferFailed(Exception):
+    """An object could not be moved or did not verify; names the object."""
+
+    def __init__(self, object_name: str, reason: str, *, network: bool = False) -> None:
+        self.object_name = object_name
+        self.reason = reason
+        self.network = network
+        super().__init__(f"{object_name}: {reason}")
+
+
+class UrlExpired(Exception):
+    """The store refused the URL (403): it expired or is no longer valid; ask for a fresh one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A download that matched: where it was written and how many bytes."""
+
+    temp_path: Path
+    size: int
+
+
+def make_session(parallel: int) -> aiohttp.ClientSession:
+    """One pooled HTTP session: keep-alive connections sized to the parallelism."""
+    connector = aiohttp.TCPConnector(limit=parallel, limit_per_host=parallel, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT, sock_connect=15),
+        auto_decompress=False,  # the bytes must be exactly what was stored
+        skip_auto_headers=("Content-Type",),
+    )
+
+
+async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], attempts: int) -> int:
+    delay = RETRY_BASE_DELAY
+    for number in range(1, attempts + 1):
+        try:
+            return await attempt()
+        except UrlExpired:
+            raise
+        except TransferFailed as exc:
+            if not exc.network or number == attempts:
+                raise
+        except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+            if number == attempts:
+                raise TransferFailed(name, f"storage unreachable: {exc or type(exc).__name__}", network=True) from None
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
+def _check_status(name: str, status: int, body: bytes) -> None:
+    if status == 403:
+        raise UrlExpired(name)
+    if status >= 500 or status == 429:
+        raise TransferFailed(name, f"storage answered HTTP {status}", network=True)
+    if status >= 300:
+        raise TransferFailed(name, f"storage answered HTTP {status}: {body[:200]!r}")
+
+
+async def download(
+    session: aiohttp.ClientSession,
+    request: HttpRequest,
+    expected_hash: Multihash,
+    expected_size: int,
+    temp_path: Path,
+    on_bytes: Callable[[int], None],
+    attempts: int = DEFAULT_ATTEMPTS,
+) -> Verified:
+    """GET ``request`` into ``temp_path``, verifying the multihash and size; raises TransferFailed."""
+    name = str(expected_hash)
+
+    async def attempt() -> int:
+        hasher = new_hasher(expected_hash.code)
+        size = 0
+        async with session.get(request.url, headers=request.headers) as response:
+            if response.status != 200:
+                _check_status(name, response.status, await response.read())
+            with open(temp_path, "wb") as out:
+                async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > expected_size:
+                        raise TransferFailed(name, f"larger than the {expected_size} bytes its block records")
+                    hasher.update(chunk)
+                    out.write(chunk)
+                    on_bytes(len(chunk))
+        if size != expected_size:
+            raise TransferFailed(name, f"{size} bytes, expected {expected_size}")
+        if Multihash(expected_hash.code, hasher.digest()) != expected_hash:
+            raise TransferFailed(name, "content does not match its hash (corrupted in storage?)")
+        return size
+
+    try:
+        size = await _with_retries(name, attempt, attempts)
+    except BaseException:
+        temp_path.unlink(missing_ok=True)
+        raise
+    return Verified(temp_path, size)
+
+
+async def upload(
+    session: aiohttp.ClientSession,
+    request: HttpRequest,
+    name: str,
+    path: Path,
+    on_bytes: Callable[[int], None],
+    attempts: int = DEFAULT_ATTEMPTS,
+) -> int:
+    """PUT the file at ``path`` with the signed headers; raises TransferFailed or UrlExpired."""
+
+    async def attempt() -> int:
+        size = path.stat().st_size
+        with open(path, "rb") as body:
+            headers = {**request.headers, "Content-Length": str(size)}
+            async with session.put(request.url, data=body, headers=headers) as response:
+                if response.status != 200:
+                    _check_status(name, response.status, await response.read())
+        on_bytes(size)
+        return size
+
+    return await _with_retries(name, attempt, attempts)

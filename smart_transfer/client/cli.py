@@ -25,6 +25,7 @@ from smart_transfer.storage import StorageError
 from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
 from smart_transfer.transfer.hashing import digest_file
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, TransferFailed
+from smart_transfer.transfer.ratelimit import parse_rate
 
 Handler = Callable[[argparse.Namespace], int]
 #: Environment variable holding the bearer token when --token is not given.
@@ -89,6 +90,13 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rate(text: str) -> int:
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _token(args: argparse.Namespace) -> str | None:
     token: str | None = args.token or os.environ.get(TOKEN_ENV)
     return token
@@ -115,7 +123,7 @@ def _run_transfer(args: argparse.Namespace, operation: str) -> int:
         raise CliError("--parallel must be at least 1", EXIT_USAGE)
     bar = ProgressBar() if not args.json else None
     with _workspace(args) as workspace:
-        client = Client(workspace, token=_token(args), parallel=args.parallel, progress=bar)
+        client = Client(workspace, token=_token(args), parallel=args.parallel, progress=bar, limit_rate=args.limit_rate)
         try:
             if operation == "pull":
                 summary = asyncio.run(client.pull(args.url, as_name=args.as_name, force=args.force))
@@ -296,6 +304,13 @@ def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> N
     parser.add_argument("--force", action="store_true", help=force_help)
     parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, help="concurrent object transfers")
     parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    parser.add_argument(
+        "--limit-rate",
+        type=_rate,
+        default=None,
+        metavar="RATE",
+        help="global bandwidth limit for object transfers, e.g. 500K or 10M (bytes/s; default: unlimited)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON summary object instead of text")
     _add_workspace_option(parser)
 

@@ -50,6 +50,7 @@ from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, 
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.base import STREAM_CHUNK_BYTES
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, download, make_session, upload
+from smart_transfer.transfer.ratelimit import RateLimiter
 
 #: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
 DEFAULT_PAGE_SIZE = 1000
@@ -160,8 +161,10 @@ class Client:
         parallel: int = DEFAULT_PARALLEL,
         page_size: int = DEFAULT_PAGE_SIZE,
         progress: ProgressCallback | None = None,
+        limit_rate: int | None = None,
     ) -> None:
         self.workspace = workspace
+        self.limiter = RateLimiter(limit_rate) if limit_rate else None
         self.token = token
         self.parallel = parallel
         self.page_size = page_size
@@ -287,7 +290,7 @@ class Client:
             async def work(item: ObjectFile, request: HttpRequest) -> int:
                 ref = by_hash[item.physical_hash]
                 verified = await download(
-                    http, request, ref.physical_hash, ref.size, local.temp_path(), meter.add_bytes
+                    http, request, ref.physical_hash, ref.size, local.temp_path(), meter.add_bytes, limiter=self.limiter
                 )
                 await asyncio.to_thread(local.adopt, dataset.object_key(ref), verified.temp_path)
                 meter.add_object()
@@ -417,7 +420,7 @@ class Client:
             async def work(item: ObjectFile, request: HttpRequest) -> int:
                 ref = ObjectRef(ObjectKind(item.kind), Multihash.parse(item.physical_hash), item.size)
                 path = store.path_of(dataset.object_key(ref))
-                size = await upload(http, request, item.physical_hash, path, meter.add_bytes)
+                size = await upload(http, request, item.physical_hash, path, meter.add_bytes, limiter=self.limiter)
                 meter.add_object()
                 return size
 

@@ -42,7 +42,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     for error_type in (ModelError, StorageError, RepositoryError):
         app.add_exception_handler(error_type, typed_error_handler)
     if isinstance(store, LocalStore):
-        app.include_router(store_router(store, settings.max_object_bytes))
+        app.include_router(store_router(store, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
 
     @app.get("/", summary="Describe the server and its datasets")
@@ -53,6 +53,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
             "version": smart_transfer.__version__,
             "store": store.describe(),
             "datasets": names,
+            "object_bytes_through_server": state.object_bytes_through_server,
         }
 
     return app

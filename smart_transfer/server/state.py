@@ -13,3 +13,9 @@ class ServerState:
         self.settings = settings
         self.repository = repository
         self.base_url = base_url
+        #: Object bytes this process itself read or wrote for clients (embedded-store routes and,
+        #: later, streamed REST reads). The smart path on S3 must leave it at zero.
+        self.object_bytes_through_server = 0
+
+    def count_object_bytes(self, count: int) -> None:
+        self.object_bytes_through_server += count

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -18,7 +19,7 @@ from smart_transfer.storage.errors import PresignRefused
 from smart_transfer.storage.local import PRESIGN_ROUTE, LocalStore, ObjectWriter
 
 
-def store_router(store: LocalStore, max_object_bytes: int) -> APIRouter:
+def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable[[int], None]) -> APIRouter:
     """Routes serving presigned requests for ``store``."""
     router = APIRouter(include_in_schema=False)
     path = PRESIGN_ROUTE + "{key:path}"
@@ -36,6 +37,8 @@ def store_router(store: LocalStore, max_object_bytes: int) -> APIRouter:
         info = store.head(key)
         if info is None:
             return error_response(404, "NoSuchKey", f"object not found: {key}")
+        if request.method == "GET":
+            count_bytes(info.size)
         return FileResponse(
             store.path_of(key), headers={"ETag": f'"{info.etag}"'}, media_type="application/octet-stream"
         )
@@ -64,6 +67,7 @@ def store_router(store: LocalStore, max_object_bytes: int) -> APIRouter:
             async for chunk in request.stream():
                 writer.write(chunk)
             info = writer.commit(bound_md5)
+            count_bytes(info.size)
         except PresignRefused as exc:
             return refused(exc)
         except BaseException:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import aiohttp
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.messages import HttpRequest
+from smart_transfer.transfer.ratelimit import RateLimiter
 
 #: Parallel transfers unless the caller says otherwise.
 DEFAULT_PARALLEL = 16
@@ -27,6 +29,8 @@ DEFAULT_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.2
 #: Read size while streaming downloads.
 CHUNK_BYTES = 1024 * 1024
+#: Chunk size of rate-limited uploads.
+UPLOAD_CHUNK_BYTES = 64 * 1024
 #: Seconds a single request may take before it counts as failed.
 REQUEST_TIMEOUT = 300.0
 
@@ -99,6 +103,7 @@ async def download(
     temp_path: Path,
     on_bytes: Callable[[int], None],
     attempts: int = DEFAULT_ATTEMPTS,
+    limiter: RateLimiter | None = None,
 ) -> Verified:
     """GET ``request`` into ``temp_path``, verifying the multihash and size; raises TransferFailed."""
     name = str(expected_hash)
@@ -111,6 +116,8 @@ async def download(
                 _check_status(name, response.status, await response.read())
             with open(temp_path, "wb") as out:
                 async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+                    if limiter is not None:
+                        await limiter.acquire(len(chunk))
                     size += len(chunk)
                     if size > expected_size:
                         raise TransferFailed(name, f"larger than the {expected_size} bytes its block records")
@@ -138,13 +145,22 @@ async def upload(
     path: Path,
     on_bytes: Callable[[int], None],
     attempts: int = DEFAULT_ATTEMPTS,
+    limiter: RateLimiter | None = None,
 ) -> int:
     """PUT the file at ``path`` with the signed headers; raises TransferFailed or UrlExpired."""
 
+    async def throttled(source: BinaryIO) -> AsyncIterator[bytes]:
+        assert limiter is not None
+        while chunk := source.read(UPLOAD_CHUNK_BYTES):
+            await limiter.acquire(len(chunk))
+            yield chunk
+
     async def attempt() -> int:
         size = path.stat().st_size
-        with open(path, "rb") as body:
+        with open(path, "rb") as source:
+            # S3 needs a Content-Length (no chunked uploads to presigned URLs)
             headers = {**request.headers, "Content-Length": str(size)}
+            body = source if limiter is None else throttled(source)
             async with session.put(request.url, data=body, headers=headers) as response:
                 if response.status != 200:
                     _check_status(name, response.status, await response.read())

@@ -167,3 +167,43 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
     server = start_server(tmp_path_factory.mktemp("local-server"))
     yield server
     server.stop()
+
+
+def run_cli(*args: str, workspace: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a user would (a real process)."""
+    extra = ["--workspace", str(workspace)] if workspace is not None else []
+    return subprocess.run([*CLI, *args, *extra], capture_output=True, text=True, check=False, timeout=timeout)
+
+
+def make_files(directory: Path, count: int, size: int, tag: str = "") -> list[Path]:
+    """``count`` files of ``size`` random bytes (distinct contents)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = directory / f"{tag}{i:05d}.bin"
+        path.write_bytes(os.urandom(size))
+        paths.append(path)
+    return paths
+
+
+def backend_args(kind: str, s3: S3Env | None) -> list[str]:
+    """``serve`` options for a backend: the embedded store, or a fresh prefix on the local S3."""
+    if kind == "local":
+        return []
+    assert s3 is not None
+    return ["--s3-endpoint", s3.endpoint, "--s3-bucket", s3.bucket, "--s3-prefix", f"srv-{secrets.token_hex(6)}"]
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def smart_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server per backend for a test module; tests use their own dataset names."""
+    s3 = request.getfixturevalue("s3_env") if request.param == "s3" else None
+    server = start_server(tmp_path_factory.mktemp(f"smart-{request.param}"), *backend_args(request.param, s3))
+    server.backend = request.param  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def dataset_name() -> str:
+    return f"ds-{secrets.token_hex(4)}"

@@ -88,7 +88,9 @@ class ObjectMover:
                 if self._urls[key].stale(time.time()):
                     request = await self._refresh(item, force=False)
                 try:
-                    self.result.bytes += await self.work(item, request)
+                    # not `+= await ...`: that reads the total before awaiting and loses updates
+                    moved = await self.work(item, request)
+                    self.result.bytes += moved
                     self.result.transferred += 1
                     return
                 except UrlExpired:

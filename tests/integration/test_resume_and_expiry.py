@@ -160,7 +160,7 @@ def test_ten_thousand_objects_move_with_bounded_memory(
     source = tmp_path / "in"
     source.mkdir()
     for i in range(10_000):
-        (source / f"{i:05d}").write_bytes(os.urandom(64) + i.to_bytes(4, "big"))
+        (source / f"{i:05d}").write_bytes(os.urandom(4096))
     added = subprocess.run(
         [*CLI, "add", dataset_name, *map(str, sorted(source.iterdir())), "--workspace", str(a)],
         capture_output=True,

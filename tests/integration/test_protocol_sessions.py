@@ -1,0 +1,193 @@
+"""The protocol as a hostile or broken client sees it: raw WebSocket frames against a real server.
+Every misuse ends in a typed Error message, then a close frame, and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+from smart_transfer.client.session import ClientSession, RemoteError
+from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.messages import (
+    DatasetPushComplete,
+    DatasetPushMetadataAccepted,
+    DatasetPushObjectsTransferRequest,
+    DatasetPushObjectsTransferResponse,
+    DatasetPushRequest,
+    DatasetPushRequestAccepted,
+    HttpUpload,
+    ObjectFile,
+    TransferPlan,
+)
+from smart_transfer.protocol.tarball import pack_blocks
+from smart_transfer.repo import Workspace
+from smart_transfer.repo.layout import ObjectKind
+from tests.conftest import ServerProcess, make_files, run_cli
+
+
+def ws_url(server: ServerProcess, path: str) -> str:
+    return server.url.replace("http://", "ws://") + path
+
+
+@pytest.fixture
+def raw(local_server: ServerProcess) -> Iterator[ClientConnection]:
+    with connect(ws_url(local_server, "/anything/pull"), subprotocols=[SUBPROTOCOL]) as connection:  # type: ignore[list-item]
+        yield connection
+
+
+def expect_error(connection: ClientConnection, code: str, fragment: str = "") -> dict[str, object]:
+    message = orjson.loads(connection.recv(timeout=10))
+    assert message["type"] == "Error", message
+    assert message["code"] == code, message
+    assert fragment in message["message"], message
+    with pytest.raises(Exception):  # noqa: B017 - the server closes right after the error
+        connection.recv(timeout=10)
+    assert connection.close_code in (1008, 1011)
+    assert len((connection.close_reason or "").encode()) <= 123
+    return message
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "fragment"),
+    [
+        ("not json", "BadMessage", "not valid JSON"),
+        ("[1, 2]", "BadMessage", ""),
+        ('{"type": "Nope"}', "BadMessage", ""),
+        ('{"type": "DatasetPullRequest", "begin_after": "f1220zz"}', "BadMessage", "begin_after"),
+        ('{"type": "DatasetPullRequest", "force_update_if_diverged": "yes"}', "BadMessage", "force_update"),
+        ('{"type": "DatasetPullRequest", "surprise": 1}', "BadMessage", "surprise"),
+        ('{"type": "DatasetPullMetadataRequest"}', "UnexpectedMessage", "phase AwaitRequest"),
+        (
+            '{"type": "DatasetPushRequest", "transfer_plan": {"num_blocks": 0, "num_objects": 0, '
+            '"bytes_in_objects": 0}}',
+            "UnexpectedMessage",
+            "pull: client sent DatasetPushRequest",
+        ),
+        (b"\x1f\x8b binary first", "UnexpectedMessage", "MetadataTarball"),
+        ("x" * (5 * 1024 * 1024), "MessageTooLarge", ""),
+    ],
+)
+def test_malformed_or_misplaced_messages_get_a_typed_error(
+    raw: ClientConnection, frame: str | bytes, code: str, fragment: str
+) -> None:
+    raw.send(frame)
+    expect_error(raw, code, fragment)
+
+
+def test_a_session_without_the_subprotocol_is_refused(local_server: ServerProcess) -> None:
+    with connect(ws_url(local_server, "/x/pull")) as connection:
+        expect_error(connection, "UnsupportedProtocol", SUBPROTOCOL)
+
+
+@pytest.mark.parametrize("name", ["a..b", "_store", "%2e%2e"])
+def test_bad_dataset_names_in_the_path_get_a_typed_error(local_server: ServerProcess, name: str) -> None:
+    with connect(ws_url(local_server, f"/{name}/pull"), subprotocols=[SUBPROTOCOL]) as connection:  # type: ignore[list-item]
+        expect_error(connection, "InvalidDatasetName")  # said at once, before the client speaks
+
+
+def test_pull_of_objects_outside_the_dataset_is_refused(local_server: ServerProcess, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    run_cli("add", "owned", *map(str, make_files(tmp_path / "in", 1, 10)), workspace=ws)
+    assert run_cli("push", "owned", f"{local_server.url}/owned", workspace=ws).returncode == 0
+    with connect(ws_url(local_server, "/owned/pull"), subprotocols=[SUBPROTOCOL]) as connection:  # type: ignore[list-item]
+        connection.send('{"type": "DatasetPullRequest"}')
+        assert orjson.loads(connection.recv(timeout=10))["type"] == "DatasetPullResponse"
+        connection.send('{"type": "DatasetPullMetadataRequest"}')
+        assert isinstance(connection.recv(timeout=10), bytes)
+        foreign = {"kind": "data", "physical_hash": "f1220" + "ab" * 32, "size": 10}
+        connection.send(orjson.dumps({"type": "DatasetPullObjectsTransferRequest", "object_files": [foreign]}).decode())
+        expect_error(connection, "ObjectNotAllowed")
+
+
+def test_pages_larger_than_the_limit_are_refused(server_factory: object, tmp_path: Path) -> None:
+    server: ServerProcess = server_factory("--max-objects-per-page", "2")  # type: ignore[operator]
+    ws = tmp_path / "ws"
+    run_cli("add", "paged", *map(str, make_files(tmp_path / "in", 3, 10)), workspace=ws)
+    # the SDK asks for pages of 1000; the server allows 2 and says so
+    result = run_cli("push", "paged", f"{server.url}/paged", workspace=ws)
+    assert result.returncode == 1
+    assert "TooManyObjects" in result.stderr and "at most 2" in result.stderr
+
+
+async def _push_without_some_uploads(server: ServerProcess, workspace: Path, name: str, tamper: object | None) -> None:
+    """Run the push flow by hand, uploading only the first object, then complete."""
+    ws = Workspace(workspace)
+    try:
+        dataset = ws.dataset(name)
+        tip = dataset.require_tip()
+        blocks = list(dataset.blocks_after(tip, None))
+        refs = []
+        for _, data in blocks:
+            from smart_transfer.repo.dataset import NewBlock, referenced_objects
+
+            refs.extend(referenced_objects(NewBlock.decode(data).block))
+        files = []
+        for ref in refs:
+            content = ws.store.get(dataset.object_key(ref))
+            md5 = base64.b64encode(hashlib.md5(content).digest()).decode()
+            files.append(ObjectFile(kind=ref.kind.value, physical_hash=str(ref.physical_hash), size=ref.size, md5=md5))
+    finally:
+        ws.close()
+    session = await ClientSession.open(ws_url(server, f"/{name}/push"), "push")
+    try:
+        plan = TransferPlan(num_blocks=len(blocks), num_objects=len(files), bytes_in_objects=0)
+        accepted = await session.request(DatasetPushRequest(current_head=None, transfer_plan=plan))
+        assert isinstance(accepted, DatasetPushRequestAccepted)
+        async with session.lock:
+            await session.send_tarball(pack_blocks(blocks))
+            assert isinstance(await session.receive(), DatasetPushMetadataAccepted)
+        answer = await session.request(DatasetPushObjectsTransferRequest(object_files=files))
+        assert isinstance(answer, DatasetPushObjectsTransferResponse)
+        uploads = [t for t in answer.object_transfers if isinstance(t.transfer, HttpUpload)]
+        assert len(uploads) == len(files)
+        first = uploads[0]
+        assert isinstance(first.transfer, HttpUpload)
+        content = (workspace / "store" / name / ObjectKind.DATA.value / first.object_file.physical_hash).read_bytes()
+        response = httpx.put(first.transfer.request.url, content=content, headers=first.transfer.request.headers)
+        assert response.status_code == 200
+        if callable(tamper):
+            tamper(first.object_file.physical_hash)
+        await session.request(DatasetPushComplete())
+    finally:
+        await session.close()
+
+
+def test_a_push_with_missing_uploads_is_refused_at_completion(smart_server: ServerProcess, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    run_cli("add", "partial", *map(str, make_files(tmp_path / "in", 3, 1000)), workspace=ws)
+    with pytest.raises(RemoteError) as caught:
+        asyncio.run(_push_without_some_uploads(smart_server, ws, "partial", None))
+    assert caught.value.code is ErrorCode.UPLOAD_INVALID
+    assert "2 object(s) missing or wrong" in caught.value.message
+    assert caught.value.details["count"] == 2
+    # the remote head did not move: the dataset still does not exist there
+    result = run_cli("pull", f"{smart_server.url}/partial", workspace=tmp_path / "check")
+    assert result.returncode == 1 and "does not exist" in result.stderr
+
+
+def test_a_push_whose_upload_was_replaced_is_refused(
+    smart_server: ServerProcess, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from tests.integration.test_smart_transfer import _overwrite_remote_object
+
+    ws = tmp_path / "ws"
+    run_cli("add", "swapped", *map(str, make_files(tmp_path / "in", 1, 1000)), workspace=ws)
+
+    def tamper(physical_hash: str) -> None:
+        _overwrite_remote_object(smart_server, request, f"swapped/data/{physical_hash}", b"y" * 1000)
+
+    with pytest.raises(RemoteError) as caught:
+        asyncio.run(_push_without_some_uploads(smart_server, ws, "swapped", tamper))
+    assert caught.value.code is ErrorCode.UPLOAD_INVALID
+    assert "does not match the promised MD5" in caught.value.message
+    result = run_cli("pull", f"{smart_server.url}/swapped", workspace=tmp_path / "check")
+    assert result.returncode == 1 and "does not exist" in result.stderr

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import secrets
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from smart_transfer.model import (

@@ -211,7 +211,7 @@ class Client:
             missing = await asyncio.to_thread(self._missing_locally, dataset, refs)
             summary.objects_skipped = len(refs) - len(missing)
             meter = _Meter("pull", len(missing), sum(r.size for r in missing), self.progress)
-            result = await self._move_pull(session, dataset, missing, meter)
+            result = await self._move_pull(session, dataset, missing, meter, answer.max_objects_per_page)
             summary.objects_transferred = result.transferred
             summary.bytes_transferred = result.bytes
             summary.urls_refreshed = result.refreshed_urls
@@ -273,7 +273,12 @@ class Client:
         return missing
 
     async def _move_pull(
-        self, session: ClientSession, dataset: DatasetRepository, refs: list[ObjectRef], meter: _Meter
+        self,
+        session: ClientSession,
+        dataset: DatasetRepository,
+        refs: list[ObjectRef],
+        meter: _Meter,
+        server_page_limit: int,
     ) -> MoveResult:
         local = self.workspace.local_store
         by_hash = {str(r.physical_hash): r for r in refs}
@@ -296,7 +301,8 @@ class Client:
                 meter.add_object()
                 return verified.size
 
-            mover = ObjectMover(negotiate, work, parallel=self.parallel, page_size=self.page_size)
+            page_size = min(self.page_size, server_page_limit)
+            mover = ObjectMover(negotiate, work, parallel=self.parallel, page_size=page_size)
             return await self._with_keep_alive(session, meter, mover.move([_object_file(r) for r in refs]))
 
     async def _with_keep_alive(
@@ -373,7 +379,7 @@ class Client:
             assert isinstance(answer, DatasetPushMetadataAccepted)
             files = await asyncio.to_thread(self._with_md5, dataset, refs)
             meter = _Meter("push", len(files), sum(f.size for f in files), self.progress)
-            result = await self._move_push(session, dataset, files, meter)
+            result = await self._move_push(session, dataset, files, meter, answer.max_objects_per_page)
             confirmed = await session.request(DatasetPushComplete())
             assert isinstance(confirmed, DatasetPushCompleteConfirmed)
             await asyncio.to_thread(self._track, dataset, remote, confirmed.new_head)
@@ -401,7 +407,12 @@ class Client:
         return [_object_file(ref, _md5_base64(str(local.path_of(dataset.object_key(ref))))) for ref in refs]
 
     async def _move_push(
-        self, session: ClientSession, dataset: DatasetRepository, files: list[ObjectFile], meter: _Meter
+        self,
+        session: ClientSession,
+        dataset: DatasetRepository,
+        files: list[ObjectFile],
+        meter: _Meter,
+        server_page_limit: int,
     ) -> MoveResult:
         store = self.workspace.local_store
 
@@ -424,7 +435,8 @@ class Client:
                 meter.add_object()
                 return size
 
-            mover = ObjectMover(negotiate, work, parallel=self.parallel, page_size=self.page_size)
+            page_size = min(self.page_size, server_page_limit)
+            mover = ObjectMover(negotiate, work, parallel=self.parallel, page_size=page_size)
             return await self._with_keep_alive(session, meter, mover.move(files))
 
     # -- shared ----------------------------------------------------------------------------------

@@ -103,6 +103,7 @@ class DatasetPullResponse(Message):
     head: HashText
     begin_after: HashText | None
     transfer_plan: TransferPlan
+    max_objects_per_page: int = Field(ge=1, description="most objects one transfer request may name")
 
 
 class DatasetPullMetadataRequest(Message):
@@ -163,6 +164,7 @@ class DatasetPushMetadataAccepted(Message):
     type: Literal["DatasetPushMetadataAccepted"] = "DatasetPushMetadataAccepted"
     num_blocks: int = Field(ge=0)
     num_objects: int = Field(ge=0)
+    max_objects_per_page: int = Field(ge=1, description="most objects one transfer request may name")
 
 
 class DatasetPushObjectsTransferRequest(Message):

@@ -87,7 +87,10 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, settings:
     )
     await session.send(
         DatasetPullResponse(
-            head=str(target.head), begin_after=str(begin_after) if begin_after else None, transfer_plan=plan
+            head=str(target.head),
+            begin_after=str(begin_after) if begin_after else None,
+            transfer_plan=plan,
+            max_objects_per_page=settings.max_objects_per_page,
         )
     )
     message = await session.receive_expected(DatasetPullMetadataRequest, DatasetPullComplete)

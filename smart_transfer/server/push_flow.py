@@ -194,7 +194,13 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
     tarball = await session.receive()
     assert isinstance(tarball, MetadataTarball)
     await asyncio.to_thread(_attach, dataset, state, request, tarball.data)
-    await session.send(DatasetPushMetadataAccepted(num_blocks=len(state.blocks), num_objects=len(state.required)))
+    await session.send(
+        DatasetPushMetadataAccepted(
+            num_blocks=len(state.blocks),
+            num_objects=len(state.required),
+            max_objects_per_page=settings.max_objects_per_page,
+        )
+    )
     while True:
         message = await session.receive_expected(DatasetPushObjectsTransferRequest, Progress, DatasetPushComplete)
         if isinstance(message, DatasetPushObjectsTransferRequest):

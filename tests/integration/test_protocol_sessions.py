@@ -108,14 +108,25 @@ def test_pull_of_objects_outside_the_dataset_is_refused(local_server: ServerProc
         expect_error(connection, "ObjectNotAllowed")
 
 
-def test_pages_larger_than_the_limit_are_refused(server_factory: object, tmp_path: Path) -> None:
+def test_clients_follow_the_servers_page_limit_and_larger_pages_are_refused(
+    server_factory: object, tmp_path: Path
+) -> None:
     server: ServerProcess = server_factory("--max-objects-per-page", "2")  # type: ignore[operator]
     ws = tmp_path / "ws"
-    run_cli("add", "paged", *map(str, make_files(tmp_path / "in", 3, 10)), workspace=ws)
-    # the SDK asks for pages of 1000; the server allows 2 and says so
-    result = run_cli("push", "paged", f"{server.url}/paged", workspace=ws)
-    assert result.returncode == 1
-    assert "TooManyObjects" in result.stderr and "at most 2" in result.stderr
+    run_cli("add", "paged", *map(str, make_files(tmp_path / "in", 5, 10)), workspace=ws)
+    # the server announces its limit; the SDK pages by it (5 objects -> 3 pages) both ways
+    assert run_cli("push", "paged", f"{server.url}/paged", workspace=ws).returncode == 0
+    assert run_cli("pull", f"{server.url}/paged", workspace=tmp_path / "copy").returncode == 0
+    # a client that ignores the limit is refused with a typed error
+    with connect(ws_url(server, "/paged/pull"), subprotocols=[SUBPROTOCOL]) as connection:  # type: ignore[list-item]
+        connection.send('{"type": "DatasetPullRequest"}')
+        response = orjson.loads(connection.recv(timeout=10))
+        assert response["max_objects_per_page"] == 2
+        connection.send('{"type": "DatasetPullMetadataRequest"}')
+        connection.recv(timeout=10)
+        files = [{"kind": "data", "physical_hash": "f1220" + f"{i:02x}" * 32, "size": 10} for i in range(3)]
+        connection.send(orjson.dumps({"type": "DatasetPullObjectsTransferRequest", "object_files": files}).decode())
+        expect_error(connection, "TooManyObjects", "at most 2")
 
 
 async def _push_without_some_uploads(server: ServerProcess, workspace: Path, name: str, tamper: object | None) -> None:

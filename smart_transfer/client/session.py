@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Self
+from typing import Self
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
@@ -22,14 +22,11 @@ DEFAULT_ANSWER_TIMEOUT = 300.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
 
 
-class RemoteError(Exception):
+class RemoteError(ProtocolError):
     """The server ended the session with a typed Error, or could not be reached."""
 
-    def __init__(self, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> None:
-        self.code = code
-        self.message = message
-        self.details = details or {}
-        super().__init__(f"{message} ({code.value})")
+    def __str__(self) -> str:
+        return f"{self.message} ({self.code.value})"
 
 
 class ClientSession:

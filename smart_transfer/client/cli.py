@@ -15,7 +15,7 @@ import orjson
 import smart_transfer
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 from smart_transfer.client.progress import ProgressBar
-from smart_transfer.client.sdk import Client, DivergedError, RemoteError, TransferSummary
+from smart_transfer.client.sdk import PROTOCOLS, Client, DivergedError, RemoteError, TransferSummary
 from smart_transfer.model import AddData, DataSlice, ModelError, OffsetInterval, decode_block
 from smart_transfer.protocol.errors import REJECTIONS
 from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
@@ -110,11 +110,13 @@ def _report(summary: TransferSummary, as_json: bool) -> None:
         print(f"{summary.dataset}: {summary.note}")
     elif summary.up_to_date:
         print(f"{summary.dataset}: up to date with {summary.remote} (head {summary.new_head})")
+        return
     else:
         print(
             f"{summary.dataset}: {summary.operation}ed {summary.blocks} block(s), "
             f"{summary.objects_transferred} object(s) ({summary.bytes_transferred} bytes) moved, "
             f"{summary.objects_skipped} skipped, in {summary.seconds:.2f} s; head {summary.new_head}"
+            + (" (simple protocol)" if summary.protocol == "simple" else "")
         )
 
 
@@ -123,7 +125,16 @@ def _run_transfer(args: argparse.Namespace, operation: str) -> int:
         raise CliError("--parallel must be at least 1", EXIT_USAGE)
     bar = ProgressBar() if not args.json else None
     with _workspace(args) as workspace:
-        client = Client(workspace, token=_token(args), parallel=args.parallel, progress=bar, limit_rate=args.limit_rate)
+        client = Client(
+            workspace,
+            token=_token(args),
+            parallel=args.parallel,
+            progress=bar,
+            limit_rate=args.limit_rate,
+            protocol=args.protocol,
+            fallback=not args.no_fallback,
+            warn=lambda text: print(f"smart-transfer: warning: {text}", file=sys.stderr),
+        )
         try:
             if operation == "pull":
                 summary = asyncio.run(client.pull(args.url, as_name=args.as_name, force=args.force))
@@ -312,6 +323,18 @@ def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> N
         help="global bandwidth limit for object transfers, e.g. 500K or 10M (bytes/s; default: unlimited)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON summary object instead of text")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="smart",
+        help="smart: one WebSocket session, objects moved directly to/from storage; "
+        "simple: plain REST (one request per block)",
+    )
+    parser.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="fail instead of falling back to the simple protocol when storage is unreachable",
+    )
     _add_workspace_option(parser)
 
 
@@ -322,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
+    except BrokenPipeError:
+        # the reader went away (e.g. `log | head`): not an error worth a line
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CliError as exc:
         code = exc.exit_code
         message = str(exc)

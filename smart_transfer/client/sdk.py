@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +21,7 @@ from typing import Any
 from smart_transfer.client.mover import MoveResult, ObjectMover
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.session import ClientSession, RemoteError
+from smart_transfer.client.simple import SimpleProtocol
 from smart_transfer.model import ChainTip, ModelError, Multihash, validate_extension
 from smart_transfer.model.events import Seed
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
@@ -46,12 +48,15 @@ from smart_transfer.protocol.messages import (
 )
 from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
 from smart_transfer.repo import Workspace
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, referenced_objects
+from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, objects_of
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.base import STREAM_CHUNK_BYTES
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, download, make_session, upload
+from smart_transfer.transfer.http import DEFAULT_PARALLEL, TransferFailed, download, make_session, upload
 from smart_transfer.transfer.ratelimit import RateLimiter
 
+log = logging.getLogger("smart_transfer.client")
+#: The two ways to talk to a server.
+PROTOCOLS = ("smart", "simple")
 #: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
 DEFAULT_PAGE_SIZE = 1000
 #: Seconds between Progress keep-alives during transfers.
@@ -74,6 +79,7 @@ class TransferSummary:
     urls_refreshed: int = 0
     seconds: float = 0.0
     up_to_date: bool = False
+    protocol: str = "smart"
     note: str | None = None
 
     def to_dict(self) -> dict[str, object]:
@@ -100,14 +106,6 @@ class DivergedError(Exception):
 
 def _object_file(ref: ObjectRef, md5: str | None = None) -> ObjectFile:
     return ObjectFile(kind=ref.kind.value, physical_hash=str(ref.physical_hash), size=ref.size, md5=md5)
-
-
-def _refs_of(blocks: Sequence[NewBlock]) -> list[ObjectRef]:
-    seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
-    for item in blocks:
-        for ref in referenced_objects(item.block):
-            seen.setdefault((ref.kind, ref.physical_hash), ref)
-    return list(seen.values())
 
 
 def _md5_base64(path: str) -> str:
@@ -162,9 +160,17 @@ class Client:
         page_size: int = DEFAULT_PAGE_SIZE,
         progress: ProgressCallback | None = None,
         limit_rate: int | None = None,
+        protocol: str = "smart",
+        fallback: bool = True,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
         self.workspace = workspace
         self.limiter = RateLimiter(limit_rate) if limit_rate else None
+        self.protocol = protocol
+        self.fallback = fallback
+        self.warn = warn or log.warning
         self.token = token
         self.parallel = parallel
         self.page_size = page_size
@@ -174,7 +180,40 @@ class Client:
 
     async def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:
         """Bring the local dataset up to the remote head. Raises RemoteError, DivergedError,
-        TransferFailed; on any failure the local head is unchanged."""
+        TransferFailed; on any failure the local head is unchanged. When direct storage transfers
+        fail for network reasons, falls back (with a warning) to the simple protocol through the
+        server, unless ``fallback=False``."""
+        if self.protocol == "simple":
+            return await self._pull_simple(url, as_name, force, redirect=True)
+        try:
+            return await self._pull_smart(url, as_name, force)
+        except TransferFailed as exc:
+            if not (exc.network and self.fallback):
+                raise
+            self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
+            return await self._pull_simple(url, as_name, force, redirect=False)
+
+    async def _pull_simple(self, url: str, as_name: str | None, force: bool, redirect: bool) -> TransferSummary:
+        started = time.monotonic()
+        remote = RemoteDataset.parse(url)
+        dataset = self.workspace.dataset(as_name or remote.name)
+        simple = self._simple(redirect)
+        old, new, blocks, moved_objects, moved_bytes = await simple.pull(dataset, remote, force)
+        old_head = str(old.head) if old else None
+        new_head = str(new.head) if new else None
+        summary = TransferSummary("pull", dataset.name, remote.url, old_head, new_head, protocol="simple")
+        summary.blocks, summary.objects_transferred, summary.bytes_transferred = blocks, moved_objects, moved_bytes
+        summary.up_to_date = blocks == 0
+        if new is not None:
+            await asyncio.to_thread(self._track, dataset, remote, str(new.head))
+        return self._finish(summary, started)
+
+    def _simple(self, redirect: bool) -> SimpleProtocol:
+        return SimpleProtocol(
+            self.workspace, token=self.token, parallel=self.parallel, limiter=self.limiter, redirect=redirect
+        )
+
+    async def _pull_smart(self, url: str, as_name: str | None, force: bool) -> TransferSummary:
         started = time.monotonic()
         remote = RemoteDataset.parse(url)
         dataset = self.workspace.dataset(as_name or remote.name)
@@ -207,8 +246,8 @@ class Client:
             assert isinstance(tarball, MetadataTarball)
             blocks = await asyncio.to_thread(_decode_tarball, tarball.data)
             base = self._pull_base(dataset, local_tip, answer, blocks)
-            refs = _refs_of(blocks)
-            missing = await asyncio.to_thread(self._missing_locally, dataset, refs)
+            refs = objects_of(blocks)
+            missing = await asyncio.to_thread(dataset.objects_missing, refs)
             summary.objects_skipped = len(refs) - len(missing)
             meter = _Meter("pull", len(missing), sum(r.size for r in missing), self.progress)
             result = await self._move_pull(session, dataset, missing, meter, answer.max_objects_per_page)
@@ -258,20 +297,6 @@ class Client:
             raise RemoteError(ErrorCode.INVALID_BLOCKS, "the blocks received do not end at the announced head")
         return base
 
-    def _missing_locally(self, dataset: DatasetRepository, refs: list[ObjectRef]) -> list[ObjectRef]:
-        """Objects not yet in the workspace. Present ones were verified before they were renamed into
-        place, so a size check (one stat) is enough to skip them on a re-run."""
-        local = self.workspace.local_store
-        missing = []
-        for ref in refs:
-            try:
-                present = local.path_of(dataset.object_key(ref)).stat().st_size == ref.size
-            except FileNotFoundError:
-                present = False
-            if not present:
-                missing.append(ref)
-        return missing
-
     async def _move_pull(
         self,
         session: ClientSession,
@@ -320,7 +345,33 @@ class Client:
 
     async def push(self, name: str, url: str, force: bool = False) -> TransferSummary:
         """Make the remote dataset's head the local head. Raises RemoteError, DivergedError,
-        TransferFailed; on any failure the remote head is unchanged."""
+        TransferFailed; on any failure the remote head is unchanged. Falls back to the simple
+        protocol like ``pull`` does."""
+        if self.protocol == "simple":
+            return await self._push_simple(name, url, redirect=True)
+        try:
+            return await self._push_smart(name, url, force)
+        except TransferFailed as exc:
+            if not (exc.network and self.fallback):
+                raise
+            self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
+            return await self._push_simple(name, url, redirect=False)
+
+    async def _push_simple(self, name: str, url: str, redirect: bool) -> TransferSummary:
+        started = time.monotonic()
+        remote = RemoteDataset.parse(url)
+        dataset = self.workspace.dataset(name)
+        old, new, blocks, moved, skipped, moved_bytes = await self._simple(redirect).push(dataset, remote)
+        summary = TransferSummary(
+            "push", dataset.name, remote.url, str(old) if old else None, str(new), protocol="simple"
+        )
+        summary.blocks, summary.objects_transferred, summary.objects_skipped = blocks, moved, skipped
+        summary.bytes_transferred = moved_bytes
+        summary.up_to_date = blocks == 0
+        await asyncio.to_thread(self._track, dataset, remote, str(new))
+        return self._finish(summary, started)
+
+    async def _push_smart(self, name: str, url: str, force: bool) -> TransferSummary:
         started = time.monotonic()
         remote = RemoteDataset.parse(url)
         dataset = self.workspace.dataset(name)
@@ -360,7 +411,7 @@ class Client:
         started: float,
     ) -> TransferSummary:
         blocks = await asyncio.to_thread(self._blocks_to_push, dataset, tip, expected)
-        refs = _refs_of(blocks)
+        refs = objects_of(blocks)
         plan = TransferPlan(num_blocks=len(blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
         session = await ClientSession.open(remote.ws_url("push"), "push", self.token)
         try:
@@ -371,7 +422,7 @@ class Client:
             if accepted.current_head != expected:
                 # forced over a head we did not know: send what attaches to it, or the whole chain
                 blocks = await asyncio.to_thread(self._blocks_to_push, dataset, tip, accepted.current_head)
-                refs = _refs_of(blocks)
+                refs = objects_of(blocks)
             summary = TransferSummary("push", dataset.name, remote.url, accepted.current_head, accepted.current_head)
             async with session.lock:
                 await session.send_tarball(await asyncio.to_thread(pack_blocks, [(b.hash, b.data) for b in blocks]))

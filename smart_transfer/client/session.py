@@ -69,7 +69,7 @@ class ClientSession:
             )
             raise RemoteError(code, f"server refused the session at {ws_url} (HTTP {status})") from None
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-            raise RemoteError(ErrorCode.STORAGE_UNAVAILABLE, f"cannot reach {ws_url}: {exc}") from None
+            raise RemoteError(ErrorCode.UNREACHABLE, f"cannot reach {ws_url}: {exc}") from None
         return cls(connection, flow, answer_timeout)
 
     async def send(self, message: Message) -> None:

@@ -28,11 +28,14 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "Forbidden"
     BUSY = "Busy"
     TIMEOUT = "Timeout"
+    UNREACHABLE = "Unreachable"  # client side: the server could not be reached
     INTERNAL = "Internal"
 
 
 #: Errors after which retrying the same operation later may succeed.
-RETRYABLE = frozenset({ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.BUSY, ErrorCode.TIMEOUT, ErrorCode.INTERNAL})
+RETRYABLE = frozenset(
+    {ErrorCode.UNREACHABLE, ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.BUSY, ErrorCode.TIMEOUT, ErrorCode.INTERNAL}
+)
 #: Errors meaning the histories disagree: the CLI exits 3 for these.
 REJECTIONS = frozenset({ErrorCode.DIVERGED, ErrorCode.INVALID_HEAD, ErrorCode.SEED_MISMATCH})
 

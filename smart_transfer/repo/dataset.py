@@ -24,6 +24,7 @@ from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadM
 from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_key
 from smart_transfer.storage import ObjectNotFound, ObjectStore
+from smart_transfer.storage.local import LocalStore
 
 #: Concurrent block writes during a commit.
 BLOCK_WRITE_PARALLELISM = 32
@@ -50,6 +51,15 @@ def referenced_objects(block: MetadataBlock) -> list[ObjectRef]:
         if event.new_checkpoint is not None:
             refs.append(ObjectRef(ObjectKind.CHECKPOINT, event.new_checkpoint.physical_hash, event.new_checkpoint.size))
     return refs
+
+
+def objects_of(blocks: Iterable[NewBlock]) -> list[ObjectRef]:
+    """The distinct objects ``blocks`` reference, in first-reference order."""
+    seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
+    for item in blocks:
+        for ref in referenced_objects(item.block):
+            seen.setdefault((ref.kind, ref.physical_hash), ref)
+    return list(seen.values())
 
 
 def new_dataset_id() -> str:
@@ -217,6 +227,23 @@ class DatasetRepository:
 
     def object_key(self, ref: ObjectRef) -> str:
         return object_key(self.name, ref.kind, ref.physical_hash)
+
+    def objects_missing(self, refs: Iterable[ObjectRef]) -> list[ObjectRef]:
+        """Objects not (or not fully) in this repository's store. In a workspace every object was
+        verified before it was renamed into place, so one stat per object is enough."""
+        missing = []
+        for ref in refs:
+            if isinstance(self.store, LocalStore):
+                try:
+                    present = self.store.path_of(self.object_key(ref)).stat().st_size == ref.size
+                except FileNotFoundError:
+                    present = False
+            else:
+                info = self.store.head(self.object_key(ref))
+                present = info is not None and info.size == ref.size
+            if not present:
+                missing.append(ref)
+        return missing
 
     # -- writing -------------------------------------------------------------------------------
 

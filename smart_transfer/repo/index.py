@@ -122,3 +122,13 @@ class RepositoryIndex:
 
     def set_remote_head(self, dataset: DatasetName, remote: str, head: Multihash) -> None:
         self._db[_key(dataset, "r", remote.encode())] = str(head).encode()
+
+    def objects(self, dataset: DatasetName) -> Iterator[tuple[ObjectKind, Multihash, int]]:
+        """Every object recorded present for ``dataset``."""
+        prefix = _key(dataset, "o")
+        for key, value in self._db.items(from_key=prefix):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
+            if not key.startswith(prefix):
+                break
+            kind, _, text = key[len(prefix) :].decode().partition("/")
+            yield ObjectKind(kind), Multihash.parse(text), int(_SEQ.unpack(value)[0])

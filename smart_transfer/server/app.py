@@ -13,6 +13,7 @@ import smart_transfer
 from smart_transfer.model import ModelError
 from smart_transfer.repo import Repository, RepositoryError
 from smart_transfer.server.errors import typed_error_handler
+from smart_transfer.server.rest_routes import rest_router
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
@@ -56,4 +57,5 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
             "object_bytes_through_server": state.object_bytes_through_server,
         }
 
+    app.include_router(rest_router(state))
     return app

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+from pathlib import Path
+
 from smart_transfer.repo import Repository
 from smart_transfer.server.settings import ServerSettings
 
@@ -16,6 +20,12 @@ class ServerState:
         #: Object bytes this process itself read or wrote for clients (embedded-store routes and,
         #: later, streamed REST reads). The smart path on S3 must leave it at zero.
         self.object_bytes_through_server = 0
+
+    def temp_path(self) -> Path:
+        """A fresh temporary file path on the server's disk (for bodies checked before storing)."""
+        directory = self.settings.root / "tmp"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory / f"{os.getpid()}-{secrets.token_hex(8)}"
 
     def count_object_bytes(self, count: int) -> None:
         self.object_bytes_through_server += count

@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         root=Path(args.root),
         public_url=args.public_url,
         s3_endpoint=args.s3_endpoint,
+        s3_public_endpoint=args.s3_public_endpoint,
         s3_bucket=args.s3_bucket,
         s3_prefix=args.s3_prefix or "",
         url_ttl_seconds=args.url_ttl,
@@ -242,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--s3-endpoint",
         default=None,
         help="S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment",
+    )
+    serve.add_argument(
+        "--s3-public-endpoint",
+        default=None,
+        help="S3 endpoint URL as clients reach it, for presigned URLs (default: --s3-endpoint)",
     )
     serve.add_argument(
         "--s3-bucket", default=None, help="keep datasets in this S3 bucket instead of the embedded store"

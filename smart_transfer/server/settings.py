@@ -34,6 +34,7 @@ class ServerSettings:
     root: Path = DEFAULT_ROOT
     public_url: str | None = None
     s3_endpoint: str | None = None
+    s3_public_endpoint: str | None = None
     s3_bucket: str | None = None
     s3_prefix: str = ""
     s3_region: str | None = None
@@ -62,6 +63,7 @@ class ServerSettings:
                 self.s3_bucket,
                 self.s3_prefix,
                 endpoint_url=self.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL"),
+                public_endpoint_url=self.s3_public_endpoint,
                 region=self.s3_region,
                 max_connections=self.s3_max_connections,
             )

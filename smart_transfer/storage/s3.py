@@ -56,6 +56,7 @@ class S3Store(ObjectStore):
         prefix: str = "",
         *,
         endpoint_url: str | None = None,
+        public_endpoint_url: str | None = None,
         region: str | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         connect_timeout: float = 5.0,
@@ -73,8 +74,15 @@ class S3Store(ObjectStore):
             retries={"max_attempts": 3, "mode": "standard"},
         )
         session = boto3.session.Session()
-        self._client: Any = session.client(
-            "s3", endpoint_url=endpoint_url, region_name=region or session.region_name or "us-east-1", config=config
+        region_name = region or session.region_name or "us-east-1"
+        self._client: Any = session.client("s3", endpoint_url=endpoint_url, region_name=region_name, config=config)
+        # A signature covers the host, so URLs for clients are signed for the host *they* use
+        # (e.g. a public name in front of an internal endpoint).
+        self.public_endpoint_url = public_endpoint_url or endpoint_url
+        self._presigner: Any = (
+            session.client("s3", endpoint_url=public_endpoint_url, region_name=region_name, config=config)
+            if public_endpoint_url and public_endpoint_url != endpoint_url
+            else self._client
         )
 
     def describe(self) -> str:
@@ -217,7 +225,7 @@ class S3Store(ObjectStore):
         if not 1 <= ttl_seconds <= MAX_URL_TTL_SECONDS:
             raise ValueError(f"URL lifetime must be 1..{MAX_URL_TTL_SECONDS} seconds")
         with self._errors(key):
-            url: str = self._client.generate_presigned_url(
+            url: str = self._presigner.generate_presigned_url(
                 operation, Params={"Bucket": self.bucket, "Key": self._full(key), **params}, ExpiresIn=ttl_seconds
             )
         return url

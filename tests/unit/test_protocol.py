@@ -47,8 +47,13 @@ messages = st.one_of(
         stop_at=st.none() | hashes,
         force_update_if_diverged=st.booleans(),
     ),
-    st.builds(m.DatasetPullResponse, head=hashes, begin_after=st.none() | hashes, transfer_plan=plans,
-              max_objects_per_page=st.integers(1, 10**6)),
+    st.builds(
+        m.DatasetPullResponse,
+        head=hashes,
+        begin_after=st.none() | hashes,
+        transfer_plan=plans,
+        max_objects_per_page=st.integers(1, 10**6),
+    ),
     st.builds(m.DatasetPullObjectsTransferRequest, object_files=st.lists(object_files, min_size=1, max_size=3)),
     st.builds(
         m.DatasetPullObjectsTransferResponse,

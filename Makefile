@@ -12,7 +12,9 @@ S3_DIR ?= $(CURDIR)/.smart-transfer/s3-test
 S3_PORT ?= 17480
 PYTEST_ARGS ?=
 
-.PHONY: install serve test test-unit lint typecheck s3-start s3-stop clean
+NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
+
+.PHONY: install node-deps serve test test-unit lint typecheck specs s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,11 +25,22 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The official AsyncAPI parser (npm) validates asyncapi/ in the tests.
+$(NODE_DEPS): tools/asyncapi-validate/package-lock.json
+	cd tools/asyncapi-validate && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+node-deps: $(NODE_DEPS)
+
+# Regenerate asyncapi/ and openapi/ from the code (a test fails when they drift).
+specs: install
+	$(BIN)/python scripts/specs.py
+
 serve: install
 	$(BIN)/smart-transfer serve --host $(HOST) --port $(PORT) --root $(ROOT)
 
 # Starts the local S3 server (installing Ceph RGW if missing), runs every test, stops S3 even on failure.
-test: install
+test: install node-deps
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
 
 test-unit: install

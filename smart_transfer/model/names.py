@@ -8,7 +8,8 @@ from smart_transfer.model.errors import InvalidDatasetName
 
 #: Letters and digits in runs joined by single '-', '.' or '_': no '/', no '..', no leading dot,
 #: no percent-encoding, no whitespace or NUL, nothing outside ASCII (so no unicode look-alikes).
-_NAME = re.compile(r"[A-Za-z0-9]+(?:[-._][A-Za-z0-9]+)*")
+DATASET_NAME_PATTERN = r"^[A-Za-z0-9]+(?:[-._][A-Za-z0-9]+)*$"
+_NAME = re.compile(DATASET_NAME_PATTERN)
 MAX_NAME_LENGTH = 100
 #: Names the server uses for its own routes and keys.
 RESERVED_NAMES = frozenset({"_store", "_index", "docs", "openapi.json", "redoc"})
@@ -22,7 +23,7 @@ class DatasetName(str):
     def __new__(cls, value: str) -> DatasetName:
         if not isinstance(value, str):
             raise InvalidDatasetName("a dataset name must be text")
-        if not value or len(value) > MAX_NAME_LENGTH or _NAME.fullmatch(value) is None:
+        if not value or len(value) > MAX_NAME_LENGTH or _NAME.match(value) is None or value.endswith("\n"):
             shown = value if len(value) <= 60 else value[:57] + "..."
             raise InvalidDatasetName(
                 f"invalid dataset name {shown!r}: use 1-{MAX_NAME_LENGTH} ASCII letters and digits, "

@@ -7,12 +7,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 import smart_transfer
 from smart_transfer.model import ModelError
 from smart_transfer.repo import Repository, RepositoryError
-from smart_transfer.server.errors import typed_error_handler
+from smart_transfer.server.errors import typed_error_handler, validation_error_handler
 from smart_transfer.server.rest_routes import rest_router
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
@@ -42,11 +43,12 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     app.state.smart_transfer = state
     for error_type in (ModelError, StorageError, RepositoryError):
         app.add_exception_handler(error_type, typed_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     if isinstance(store, LocalStore):
         app.include_router(store_router(store, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
 
-    @app.get("/", summary="Describe the server and its datasets")
+    @app.get("/", operation_id="describeServer", summary="Describe the server and its datasets")
     async def describe_server() -> dict[str, Any]:
         names = await run_in_threadpool(lambda: [str(n) for n in repository.dataset_names()])
         return {
@@ -58,4 +60,23 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         }
 
     app.include_router(rest_router(state))
+    _document_only_real_errors(app)
     return app
+
+
+def _document_only_real_errors(app: FastAPI) -> None:
+    """FastAPI documents a 422 for every route with parameters; this app answers 400 instead."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

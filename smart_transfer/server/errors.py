@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from smart_transfer.model import ModelError
@@ -16,6 +17,22 @@ def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """Request validation failures answer like every other bad input: 400 with a typed code."""
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    location = tuple(first.get("loc", ()))
+    field = str(location[-1]) if location else "request"
+    code = "InvalidRequest"
+    if location[:1] == ("path",) and field == "dataset":
+        code = "InvalidDatasetName"
+    elif location[:1] == ("path",) and field.endswith("hash"):
+        code = "InvalidHash"
+    elif location[:1] == ("path",) and field == "kind":
+        return error_response(404, "NotFound", "no such object kind")
+    return error_response(400, code, f"{'.'.join(map(str, location))}: {first.get('msg', 'invalid')}")
 
 
 async def typed_error_handler(_request: Request, exc: Exception) -> JSONResponse:

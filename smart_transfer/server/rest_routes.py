@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -30,6 +30,8 @@ from smart_transfer.model import (
 )
 from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.model.multihash import new_hasher
+from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
+from smart_transfer.protocol.messages import HASH_PATTERN
 from smart_transfer.repo import HeadMoved, ObjectKind
 from smart_transfer.repo.dataset import MAX_CHAIN_WALK, DatasetRepository, NewBlock, ObjectRef, referenced_objects
 from smart_transfer.repo.errors import CorruptRepository
@@ -38,9 +40,16 @@ from smart_transfer.server.errors import error_response
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage.s3 import S3Store
 
-DatasetParam = Annotated[str, Path(description="dataset name", max_length=200)]
-HashParam = Annotated[str, Path(description="multihash, multibase base16 (f1220 + 64 hex)", max_length=200)]
-KindParam = Annotated[str, Path(description="data or checkpoints", max_length=40)]
+DatasetParam = Annotated[
+    str,
+    Path(
+        description="dataset name: 1-100 ASCII letters and digits joined by single - . _",
+        pattern=DATASET_NAME_PATTERN,
+        max_length=MAX_NAME_LENGTH,
+    ),
+]
+HashParam = Annotated[str, Path(description="multihash, multibase base16 (f1220 + 64 hex)", pattern=HASH_PATTERN)]
+KindParam = Annotated[str, Path(description="object kind", pattern="^(data|checkpoints)$")]
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
 
@@ -86,9 +95,23 @@ class HeadMovedTo(BaseModel):
     new_head: str
 
 
+#: The error body, inlined so it is documented as JSON even on routes whose success is text or bytes.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+
+
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     text = {
-        400: "malformed name, hash, body or chain",
+        400: "malformed name, hash, header, body or chain",
         404: "no such dataset, block or object",
         409: "the new head does not extend the current one",
         412: "head moved (If-Match did not match)",
@@ -97,7 +120,10 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         428: "If-Match or If-None-Match required",
         503: "storage unavailable",
     }
-    return {status: {"model": ErrorBody, "description": text[status]} for status in statuses}
+    return {
+        status: {"description": text[status], "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+        for status in statuses
+    }
 
 
 class RestError(Exception):
@@ -168,13 +194,28 @@ def rest_router(state: ServerState) -> APIRouter:
     store = state.repository.store
     settings = state.settings
 
+    def get_and_head(path: str, operation: str, **options: Any) -> Callable[[Any], Any]:
+        """Register one handler for GET and HEAD, each with its own operation id."""
+
+        def register(handler: Any) -> Any:
+            router.head(path, operation_id=f"{operation}Head", **options)(handler)
+            return router.get(path, operation_id=operation, **options)(handler)
+
+        return register
+
     async def run(function: Any, *args: Any) -> Any:
         return await asyncio.to_thread(function, *args)
 
     def failed(exc: RestError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message, exc.headers)
 
-    @router.get("/{dataset}", summary="Describe a dataset", response_model=DatasetInfo, responses=_errors(400, 404))
+    @router.get(
+        "/{dataset}",
+        operation_id="describeDataset",
+        summary="Describe a dataset",
+        response_model=DatasetInfo,
+        responses=_errors(400, 404),
+    )
     async def describe_dataset(dataset: DatasetParam) -> Any:
         try:
             repo = _dataset(state, dataset)
@@ -195,9 +236,9 @@ def rest_router(state: ServerState) -> APIRouter:
             checkpoints=ObjectTotals(count=totals[ObjectKind.CHECKPOINT][0], bytes=totals[ObjectKind.CHECKPOINT][1]),
         )
 
-    @router.api_route(
+    @get_and_head(
         "/{dataset}/refs/head",
-        methods=["GET", "HEAD"],
+        "readHead",
         summary="The dataset's head block hash (text)",
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **_errors(400, 404)},
@@ -214,6 +255,7 @@ def rest_router(state: ServerState) -> APIRouter:
 
     @router.put(
         "/{dataset}/refs/head",
+        operation_id="writeHead",
         summary="Move head by compare-and-swap (If-Match: old head, or If-None-Match: * to create)",
         response_model=HeadMovedTo,
         responses=_errors(400, 404, 409, 412, 428),
@@ -281,9 +323,9 @@ def rest_router(state: ServerState) -> APIRouter:
         except HeadMoved as exc:
             raise RestError(412, "HeadMoved", str(exc)) from None
 
-    @router.api_route(
+    @get_and_head(
         "/{dataset}/blocks/{block_hash}",
-        methods=["GET", "HEAD"],
+        "readBlock",
         summary="A metadata block's canonical bytes",
         response_class=Response,
         responses={200: {"content": BINARY}, **_errors(400, 404)},
@@ -313,6 +355,7 @@ def rest_router(state: ServerState) -> APIRouter:
 
     @router.put(
         "/{dataset}/blocks/{block_hash}",
+        operation_id="writeBlock",
         summary="Upload a block (the server checks its hash and form)",
         status_code=201,
         response_model=StoredObject,
@@ -353,9 +396,9 @@ def rest_router(state: ServerState) -> APIRouter:
             raise RestError(404, "NotFound", f"no such object kind {kind[:40]!r}") from None
         return object_kind, _hash(object_hash)
 
-    @router.api_route(
+    @get_and_head(
         "/{dataset}/{kind}/{object_hash}",
-        methods=["GET", "HEAD"],
+        "readObject",
         summary="An object (data slice or checkpoint): redirect to storage, or streamed",
         response_class=Response,
         responses={
@@ -420,6 +463,7 @@ def rest_router(state: ServerState) -> APIRouter:
 
     @router.put(
         "/{dataset}/{kind}/{object_hash}",
+        operation_id="writeObject",
         summary="Upload an object through the server (the fallback path; the server checks its hash)",
         status_code=201,
         response_model=StoredObject,

@@ -1,0 +1,150 @@
+"""The AsyncAPI 3.0 document of the Smart Transfer Protocol, built from the code that implements it:
+payload schemas from the message models, the allowed orderings from the transition tables. The
+checked-in ``asyncapi/smart-transfer.asyncapi.yaml`` is this function's output; a test fails when
+they differ."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+import smart_transfer
+from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.protocol import messages as m
+from smart_transfer.protocol.flows import FLOWS, TARBALL, Sender
+
+#: Message models of each flow, in the order a session uses them.
+FLOW_MESSAGES: dict[str, list[type[BaseModel]]] = {
+    "pull": [
+        m.DatasetPullRequest,
+        m.DatasetPullResponse,
+        m.DatasetPullMetadataRequest,
+        m.DatasetPullObjectsTransferRequest,
+        m.DatasetPullObjectsTransferResponse,
+        m.DatasetPullComplete,
+        m.Progress,
+        m.Error,
+    ],
+    "push": [
+        m.DatasetPushRequest,
+        m.DatasetPushRequestAccepted,
+        m.DatasetPushMetadataAccepted,
+        m.DatasetPushObjectsTransferRequest,
+        m.DatasetPushObjectsTransferResponse,
+        m.DatasetPushComplete,
+        m.DatasetPushCompleteConfirmed,
+        m.Progress,
+        m.Error,
+    ],
+}
+TARBALL_DESCRIPTION = {
+    "pull": "The server's answer to DatasetPullMetadataRequest: every block of the plan, oldest first.",
+    "push": "The client's new blocks, oldest first, sent after DatasetPushRequestAccepted.",
+}
+FLOW_SUMMARY = {
+    "pull": "Bring a local dataset up to the remote head; objects are downloaded directly from storage.",
+    "push": "Make the remote head the local head; objects are uploaded directly to storage and verified.",
+}
+
+
+def _doc(model: type[Any]) -> str:
+    return inspect.cleandoc(model.__doc__ or "").replace("\n", " ")
+
+
+def _asyncapi_schema(node: Any) -> Any:
+    """Pydantic writes OpenAPI-style discriminator objects; AsyncAPI schemas want the property name."""
+    if isinstance(node, dict):
+        out = {k: _asyncapi_schema(v) for k, v in node.items()}
+        if isinstance(out.get("discriminator"), dict):
+            out["discriminator"] = out["discriminator"]["propertyName"]
+        return out
+    if isinstance(node, list):
+        return [_asyncapi_schema(v) for v in node]
+    return node
+
+
+def ordering(flow: str) -> list[str]:
+    """The transition table of ``flow`` as lines: ``phase --sender: Message--> next phase``."""
+    return [
+        f"{phase.value} --{sender.value}: {kind}--> {target.value}"
+        for (phase, sender, kind), target in FLOWS[flow].items()
+    ]
+
+
+def build_document() -> dict[str, Any]:
+    """The whole AsyncAPI document as plain data."""
+    models = {model.__name__: model for models in FLOW_MESSAGES.values() for model in models}
+    _, definitions = models_json_schema(
+        [(model, "validation") for model in models.values()], ref_template="#/components/schemas/{model}"
+    )
+    schemas = _asyncapi_schema(definitions["$defs"])
+    messages: dict[str, Any] = {
+        name: {
+            "name": name,
+            "title": name,
+            "summary": _doc(model),
+            "contentType": "application/json",
+            "payload": {"$ref": f"#/components/schemas/{name}"},
+        }
+        for name, model in sorted(models.items())
+    }
+    messages[TARBALL] = {
+        "name": TARBALL,
+        "title": "Metadata tarball (binary frame)",
+        "summary": "One gzip tar of blocks in a binary WebSocket frame; entry i is named "
+        "'{i:09d}-{block hash}' and holds that block's canonical bytes.",
+        "contentType": "application/gzip",
+        "payload": {"type": "string", "format": "binary"},
+    }
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    for flow, flow_models in FLOW_MESSAGES.items():
+        names = [model.__name__ for model in flow_models] + [TARBALL]
+        channels[flow] = {
+            "address": f"/{{dataset}}/{flow}",
+            "title": f"{flow} session",
+            "summary": FLOW_SUMMARY[flow],
+            "description": "One session per operation. Allowed order (phase --sender: message--> next "
+            "phase); any other message ends the session with Error{code: UnexpectedMessage}, and an "
+            "Error from either side ends it in phase Failed:\n\n"
+            + "\n".join(f"- {line}" for line in ordering(flow))
+            + f"\n\n{TARBALL}: {TARBALL_DESCRIPTION[flow]}",
+            "parameters": {"dataset": {"description": "dataset name: ASCII letters and digits joined by - . _"}},
+            "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in names},
+            "bindings": {"ws": {"method": "GET", "bindingVersion": "0.1.0"}},
+        }
+        for sender, action in ((Sender.CLIENT, "receive"), (Sender.SERVER, "send")):
+            sent = sorted({kind for (_, who, kind) in FLOWS[flow] if who is sender} | {"Error"})
+            operations[f"{flow}{sender.value.capitalize()}Messages"] = {
+                "action": action,
+                "channel": {"$ref": f"#/channels/{flow}"},
+                "summary": f"Messages the {sender.value} sends in a {flow} session "
+                f"(the server {'receives' if action == 'receive' else 'sends'} them).",
+                "messages": [{"$ref": f"#/channels/{flow}/messages/{name}"} for name in sent],
+            }
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "smart-transfer Smart Transfer Protocol",
+            "version": smart_transfer.__version__,
+            "description": "Duplex WebSocket sessions for pulling and pushing datasets (after the Open Data "
+            "Fabric Smart Transfer Protocol RFC). The server negotiates metadata and hands out short-lived "
+            "presigned URLs; object bytes move directly between clients and storage. WebSocket subprotocol: "
+            f"'{SUBPROTOCOL}' (the RFC's 'odf/smart-transfer-protocol/v1' is not a valid RFC 6455 token). "
+            "Optional 'Authorization: Bearer <token>' header. JSON messages are text frames tagged by 'type'.",
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "local": {
+                "host": "127.0.0.1:8080",
+                "protocol": "ws",
+                "description": "make serve (embedded store)",
+            }
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {"messages": messages, "schemas": schemas},
+    }

@@ -18,6 +18,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
+from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.mover import MoveResult, ObjectMover
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.session import ClientSession, RemoteError
@@ -48,7 +50,7 @@ from smart_transfer.protocol.messages import (
 )
 from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
 from smart_transfer.repo import Workspace
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, objects_of
+from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.base import STREAM_CHUNK_BYTES
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, TransferFailed, download, make_session, upload
@@ -244,9 +246,9 @@ class Client:
                 return self._finish(summary, started)
             tarball = await session.request(DatasetPullMetadataRequest())
             assert isinstance(tarball, MetadataTarball)
-            blocks = await asyncio.to_thread(_decode_tarball, tarball.data)
+            blocks, manifests = await asyncio.to_thread(_decode_tarball, tarball.data)
             base = self._pull_base(dataset, local_tip, answer, blocks)
-            refs = objects_of(blocks)
+            refs = objects_of(blocks, manifests)
             missing = await asyncio.to_thread(dataset.objects_missing, refs)
             summary.objects_skipped = len(refs) - len(missing)
             meter = _Meter("pull", len(missing), sum(r.size for r in missing), self.progress)
@@ -254,7 +256,10 @@ class Client:
             summary.objects_transferred = result.transferred
             summary.bytes_transferred = result.bytes
             summary.urls_refreshed = result.refreshed_urls
-            new_tip = await asyncio.to_thread(dataset.commit, local_tip.head if local_tip else None, base, blocks)
+            new_tip = await asyncio.to_thread(
+                dataset.commit, local_tip.head if local_tip else None, base, blocks, manifests
+            )
+            await asyncio.to_thread(install_latest, self.workspace.root, dataset, blocks, manifests)
             summary.new_head = str(new_tip.head)
             summary.blocks = len(blocks)
             await asyncio.to_thread(self._track, dataset, remote, str(new_tip.head))
@@ -410,8 +415,8 @@ class Client:
         force: bool,
         started: float,
     ) -> TransferSummary:
-        blocks = await asyncio.to_thread(self._blocks_to_push, dataset, tip, expected)
-        refs = objects_of(blocks)
+        blocks, manifests = await asyncio.to_thread(self._blocks_to_push, dataset, tip, expected)
+        refs = objects_of(blocks, manifests)
         plan = TransferPlan(num_blocks=len(blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
         session = await ClientSession.open(remote.ws_url("push"), "push", self.token)
         try:
@@ -421,11 +426,14 @@ class Client:
             assert isinstance(accepted, DatasetPushRequestAccepted)
             if accepted.current_head != expected:
                 # forced over a head we did not know: send what attaches to it, or the whole chain
-                blocks = await asyncio.to_thread(self._blocks_to_push, dataset, tip, accepted.current_head)
-                refs = objects_of(blocks)
+                blocks, manifests = await asyncio.to_thread(self._blocks_to_push, dataset, tip, accepted.current_head)
+                refs = objects_of(blocks, manifests)
             summary = TransferSummary("push", dataset.name, remote.url, accepted.current_head, accepted.current_head)
             async with session.lock:
-                await session.send_tarball(await asyncio.to_thread(pack_blocks, [(b.hash, b.data) for b in blocks]))
+                tarball = await asyncio.to_thread(
+                    pack_blocks, [(b.hash, b.data) for b in blocks], [(h, m.encode()) for h, m in manifests.items()]
+                )
+                await session.send_tarball(tarball)
                 answer = await session.receive()
             assert isinstance(answer, DatasetPushMetadataAccepted)
             files = await asyncio.to_thread(self._with_md5, dataset, refs)
@@ -446,12 +454,16 @@ class Client:
             await session.close()
 
     @staticmethod
-    def _blocks_to_push(dataset: DatasetRepository, tip: ChainTip, remote_head: str | None) -> list[NewBlock]:
-        """Local blocks after ``remote_head`` when it is on the local chain, else the whole chain."""
+    def _blocks_to_push(
+        dataset: DatasetRepository, tip: ChainTip, remote_head: str | None
+    ) -> tuple[list[NewBlock], dict[Multihash, CheckpointManifest]]:
+        """Local blocks after ``remote_head`` when it is on the local chain (else the whole chain),
+        with the manifests of the checkpoints they reference."""
         begin_after = Multihash.parse(remote_head) if remote_head is not None else None
         if begin_after is not None and dataset.sequence_of(begin_after) is None:
             begin_after = None
-        return [NewBlock.decode(data) for _, data in dataset.blocks_after(tip, begin_after)]
+        blocks = [NewBlock.decode(data) for _, data in dataset.blocks_after(tip, begin_after)]
+        return blocks, {ref.physical_hash: dataset.read_manifest(ref) for ref in checkpoint_refs(blocks)}
 
     def _with_md5(self, dataset: DatasetRepository, refs: list[ObjectRef]) -> list[ObjectFile]:
         local = self.workspace.local_store
@@ -501,13 +513,21 @@ class Client:
         return summary
 
 
-def _decode_tarball(data: bytes) -> list[NewBlock]:
+def _decode_tarball(data: bytes) -> tuple[list[NewBlock], dict[Multihash, CheckpointManifest]]:
     try:
-        return [NewBlock.decode(content) for _, content in unpack_blocks(data)]
+        bundle = unpack_blocks(data)
+        blocks = [NewBlock.decode(content) for _, content in bundle.blocks]
+        manifests = {h: decode_manifest(content) for h, content in bundle.manifests.items()}
     except ProtocolError as exc:
         raise RemoteError(exc.code, f"the server sent invalid metadata: {exc.message}") from None
     except ModelError as exc:
-        raise RemoteError(ErrorCode.INVALID_BLOCKS, f"the server sent an invalid block: {exc}") from None
+        raise RemoteError(ErrorCode.INVALID_BLOCKS, f"the server sent an invalid block or manifest: {exc}") from None
+    for ref in checkpoint_refs(blocks):
+        if ref.physical_hash not in manifests or len(bundle.manifests[ref.physical_hash]) != ref.size:
+            raise RemoteError(
+                ErrorCode.INVALID_BLOCKS, f"the server did not send checkpoint manifest {ref.physical_hash}"
+            )
+    return blocks, manifests
 
 
 __all__ = ["Client", "DivergedError", "ProgressUpdate", "RemoteError", "TransferSummary"]

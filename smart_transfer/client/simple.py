@@ -14,6 +14,8 @@ from typing import TypeVar
 
 import aiohttp
 
+from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
+from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.session import RemoteError
 from smart_transfer.model import ChainTip, InvalidMultihash, ModelError, Multihash, validate_extension
@@ -21,7 +23,7 @@ from smart_transfer.model.events import Seed
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.repo import Workspace
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, objects_of
+from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, download, make_session, upload
 from smart_transfer.transfer.ratelimit import RateLimiter
 
@@ -126,7 +128,8 @@ class SimpleProtocol:
                 validate_extension(base, ((b.hash, b.block) for b in blocks))
             except ModelError as exc:
                 raise RemoteError(ErrorCode.INVALID_BLOCKS, f"the remote chain is invalid: {exc}") from None
-            refs = objects_of(blocks)
+            manifests = await self._manifests(http, remote, blocks)
+            refs = objects_of(blocks, manifests)
             local = self.workspace.local_store
             missing = await asyncio.to_thread(dataset.objects_missing, refs)
             moved = 0
@@ -143,8 +146,28 @@ class SimpleProtocol:
                 moved += verified.size
 
             await self._parallel(missing, fetch)
-            new_tip = await asyncio.to_thread(dataset.commit, local_tip.head if local_tip else None, base, blocks)
+            new_tip = await asyncio.to_thread(
+                dataset.commit, local_tip.head if local_tip else None, base, blocks, manifests
+            )
+            await asyncio.to_thread(install_latest, self.workspace.root, dataset, blocks, manifests)
             return local_tip, new_tip, len(blocks), len(missing), moved
+
+    async def _manifests(
+        self, http: aiohttp.ClientSession, remote: RemoteDataset, blocks: Sequence[NewBlock]
+    ) -> dict[Multihash, CheckpointManifest]:
+        """Fetch and check the manifest of every checkpoint the blocks reference (metadata: small)."""
+        manifests = {}
+        for ref in checkpoint_refs(blocks):
+            suffix = "" if self.redirect else "?redirect=false"
+            data = await self._get(http, f"{remote.url}/{ref.kind.value}/{ref.physical_hash}{suffix}")
+            assert data is not None
+            if not ref.physical_hash.matches(data):
+                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"checkpoint manifest {ref.physical_hash} is corrupt")
+            try:
+                manifests[ref.physical_hash] = decode_manifest(data)
+            except ModelError as exc:
+                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"checkpoint manifest {ref.physical_hash}: {exc}") from None
+        return manifests
 
     async def _walk(
         self, http: aiohttp.ClientSession, remote: RemoteDataset, head: Multihash, stop: Multihash | None
@@ -186,7 +209,8 @@ class SimpleProtocol:
             blocks = [
                 NewBlock.decode(d) for _, d in await asyncio.to_thread(lambda: list(dataset.blocks_after(tip, head)))
             ]
-            refs = objects_of(blocks)
+            manifests = {r.physical_hash: dataset.read_manifest(r) for r in checkpoint_refs(blocks)}
+            refs = objects_of(blocks, manifests)
             local = self.workspace.local_store
             moved = skipped = uploaded = 0
 

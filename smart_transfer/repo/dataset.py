@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model import (
     AddData,
     ChainTip,
@@ -53,13 +55,27 @@ def referenced_objects(block: MetadataBlock) -> list[ObjectRef]:
     return refs
 
 
-def objects_of(blocks: Iterable[NewBlock]) -> list[ObjectRef]:
-    """The distinct objects ``blocks`` reference, in first-reference order."""
+def objects_of(
+    blocks: Iterable[NewBlock], manifests: Mapping[Multihash, CheckpointManifest] | None = None
+) -> list[ObjectRef]:
+    """The distinct objects ``blocks`` reference, in first-reference order; with ``manifests``, each
+    checkpoint's files follow its manifest (a manifest not given is skipped: callers check first)."""
     seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
     for item in blocks:
         for ref in referenced_objects(item.block):
             seen.setdefault((ref.kind, ref.physical_hash), ref)
+            manifest = manifests.get(ref.physical_hash) if manifests and ref.kind is ObjectKind.CHECKPOINT else None
+            for file in manifest.files if manifest is not None else ():
+                seen.setdefault(
+                    (ObjectKind.CHECKPOINT, file.physical_hash),
+                    ObjectRef(ObjectKind.CHECKPOINT, file.physical_hash, file.size),
+                )
     return list(seen.values())
+
+
+def checkpoint_refs(blocks: Iterable[NewBlock]) -> list[ObjectRef]:
+    """The checkpoint manifests ``blocks`` reference."""
+    return [r for r in objects_of(blocks) if r.kind is ObjectKind.CHECKPOINT]
 
 
 def new_dataset_id() -> str:
@@ -169,8 +185,15 @@ class DatasetRepository:
         tip = self.index.tip(self.name)
         return tip
 
-    def _record(self, old_tip: ChainTip | None, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
-        """Validate ``blocks`` on top of ``base`` and record them in the index as the new chain."""
+    def _record(
+        self,
+        old_tip: ChainTip | None,
+        base: ChainTip | None,
+        blocks: Sequence[NewBlock],
+        manifests: Mapping[Multihash, CheckpointManifest] | None = None,
+    ) -> ChainTip:
+        """Validate ``blocks`` on top of ``base`` and record them in the index as the new chain, with
+        every object they reference (checkpoint files from ``manifests`` or, if absent, the store)."""
         try:
             new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
         except ModelError as exc:
@@ -185,7 +208,12 @@ class DatasetRepository:
             if isinstance(event, AddData) and event.new_data is not None:
                 offset = event.new_data.offset_interval.end + 1
             entries.append((item.block.sequence_number, item.hash, offset))
-            objects.extend((ref.kind, ref.physical_hash, ref.size) for ref in referenced_objects(item.block))
+        known = dict(manifests or {})
+        for ref in checkpoint_refs(blocks):
+            if ref.physical_hash not in known:
+                with contextlib.suppress(CorruptRepository):  # servable without its files; verify reports it
+                    known[ref.physical_hash] = self.read_manifest(ref)
+        objects.extend((ref.kind, ref.physical_hash, ref.size) for ref in objects_of(blocks, known))
         self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks))
         self.index.advance(self.name, old_tip, new_tip, entries, objects)
         return new_tip
@@ -221,6 +249,26 @@ class DatasetRepository:
         assert entry is not None
         return ChainTip(block_hash, seq, tip.dataset_id, entry[1])
 
+    def read_manifest(self, ref: ObjectRef) -> CheckpointManifest:
+        """A stored checkpoint manifest, checked against its hash."""
+        try:
+            data = self.store.get(self.object_key(ref))
+        except ObjectNotFound:
+            raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash} is missing") from None
+        if not ref.physical_hash.matches(data):
+            raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash} does not match its hash")
+        try:
+            return decode_manifest(data)
+        except ModelError as exc:
+            raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash}: {exc}") from None
+
+    def manifests_of(self, blocks: Iterable[NewBlock]) -> dict[Multihash, bytes]:
+        """The manifest bytes of every checkpoint ``blocks`` reference (from the store)."""
+        out: dict[Multihash, bytes] = {}
+        for ref in checkpoint_refs(blocks):
+            out[ref.physical_hash] = self.read_manifest(ref).encode()
+        return out
+
     def has_object(self, ref: ObjectRef) -> bool:
         """Whether the object is known present (from the index: no round trip to the store)."""
         return self.index.object_size(self.name, ref.kind, ref.physical_hash) == ref.size
@@ -247,7 +295,13 @@ class DatasetRepository:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def commit(self, expected_head: Multihash | None, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
+    def commit(
+        self,
+        expected_head: Multihash | None,
+        base: ChainTip | None,
+        blocks: Sequence[NewBlock],
+        manifests: Mapping[Multihash, CheckpointManifest] | None = None,
+    ) -> ChainTip:
         """Store ``blocks`` (which extend ``base``, a block on the current chain or None for a new
         chain) and move head from ``expected_head`` to the last of them by compare-and-swap.
         Every referenced object must already be in the store. Raises HeadMoved when head was not
@@ -267,7 +321,7 @@ class DatasetRepository:
                 now = self.head()
                 raise HeadMoved(str(expected_head) if expected_head else None, str(now) if now else None)
             # when base is below the old tip (a forced rewrite) the index drops the replaced entries
-            return self._record(current, base, blocks)
+            return self._record(current, base, blocks, manifests)
 
     def _store_blocks(self, blocks: Sequence[NewBlock]) -> None:
         """Write block objects (content-addressed, so re-writing one is harmless), in parallel:

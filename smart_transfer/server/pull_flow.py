@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from smart_transfer.model import ChainTip, Multihash, decode_block
+from smart_transfer.checkpoint.manifest import decode_manifest
+from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
@@ -20,7 +21,7 @@ from smart_transfer.protocol.messages import (
     TransferPlan,
 )
 from smart_transfer.protocol.tarball import pack_blocks
-from smart_transfer.repo.dataset import DatasetRepository, ObjectRef, referenced_objects
+from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, objects_of
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
@@ -41,7 +42,7 @@ def check_page(items: list[ObjectFile], settings: ServerSettings) -> None:
 
 def _plan(
     dataset: DatasetRepository, request: DatasetPullRequest
-) -> tuple[ChainTip, Multihash | None, list[tuple[Multihash, bytes]]]:
+) -> tuple[ChainTip, Multihash | None, list[tuple[Multihash, bytes]], dict[Multihash, bytes]]:
     """Decide what the pull moves (runs in a worker thread: it reads the index and maybe the store)."""
     tip = dataset.tip()
     if tip is None:
@@ -70,21 +71,18 @@ def _plan(
                 {"remote_head": str(tip.head)},
             )
     blocks = list(dataset.blocks_after(target, begin_after))
-    return target, begin_after, blocks
+    manifests = dataset.manifests_of(NewBlock.decode(data) for _, data in blocks)
+    return target, begin_after, blocks, manifests
 
 
 async def run_pull(session: ServerSession, dataset: DatasetRepository, settings: ServerSettings) -> None:
     """Drive one pull session to its end (errors propagate to the caller, which reports them)."""
     request = await session.receive_expected(DatasetPullRequest)
     assert isinstance(request, DatasetPullRequest)
-    target, begin_after, blocks = await asyncio.to_thread(_plan, dataset, request)
-    refs: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
-    for _, data in blocks:
-        for ref in referenced_objects(decode_block(data)):
-            refs[(ref.kind, ref.physical_hash)] = ref
-    plan = TransferPlan(
-        num_blocks=len(blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs.values())
-    )
+    target, begin_after, blocks, manifests = await asyncio.to_thread(_plan, dataset, request)
+    decoded = {h: decode_manifest(content) for h, content in manifests.items()}
+    refs = objects_of([NewBlock.decode(data) for _, data in blocks], decoded)
+    plan = TransferPlan(num_blocks=len(blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
     await session.send(
         DatasetPullResponse(
             head=str(target.head),
@@ -97,7 +95,7 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, settings:
     if isinstance(message, DatasetPullComplete):
         await session.close()
         return
-    await session.send_tarball(await asyncio.to_thread(pack_blocks, blocks))
+    await session.send_tarball(await asyncio.to_thread(pack_blocks, blocks, manifests.items()))
     while True:
         message = await session.receive_expected(DatasetPullObjectsTransferRequest, Progress, DatasetPullComplete)
         if isinstance(message, DatasetPullComplete):

@@ -8,6 +8,7 @@ import asyncio
 import base64
 from dataclasses import dataclass, field
 
+from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model import ChainTip, ModelError, Multihash, validate_extension
 from smart_transfer.model.events import Seed
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
@@ -29,7 +30,7 @@ from smart_transfer.protocol.messages import (
 )
 from smart_transfer.protocol.tarball import unpack_blocks
 from smart_transfer.repo import HeadMoved
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, referenced_objects
+from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.repo.layout import ObjectKind, object_prefix
 from smart_transfer.server.pull_flow import check_page, object_ref
 from smart_transfer.server.session import ServerSession
@@ -49,6 +50,7 @@ class PushState:
     blocks: list[NewBlock] = field(default_factory=list)
     required: dict[tuple[ObjectKind, Multihash], ObjectRef] = field(default_factory=dict)
     promised_md5: dict[tuple[ObjectKind, Multihash], str] = field(default_factory=dict)
+    manifests: dict[Multihash, CheckpointManifest] = field(default_factory=dict)
     listing: dict[str, ObjectInfo] | None = None
 
 
@@ -58,10 +60,19 @@ def _md5_hex(md5_base64: str) -> str:
 
 def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRequest, data: bytes) -> None:
     """Decode and validate the pushed blocks on top of the chain they attach to (worker thread)."""
+    bundle = unpack_blocks(data)
     try:
-        blocks = [NewBlock.decode(content) for _, content in unpack_blocks(data)]
+        blocks = [NewBlock.decode(content) for _, content in bundle.blocks]
+        state.manifests = {h: decode_manifest(content) for h, content in bundle.manifests.items()}
     except ModelError as exc:
-        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"a pushed block is malformed: {exc}") from None
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"a pushed block or manifest is malformed: {exc}") from None
+    for ref in checkpoint_refs(blocks):
+        content = bundle.manifests.get(ref.physical_hash)
+        if content is None or len(content) != ref.size:
+            raise ProtocolError(
+                ErrorCode.INVALID_BLOCKS,
+                f"the manifest of checkpoint {ref.physical_hash} is missing from the tarball or of the wrong size",
+            )
     tip = state.remote_tip
     if not blocks:
         state.base = tip
@@ -97,9 +108,8 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
     except ModelError as exc:
         raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc)) from None
     state.blocks = blocks
-    for item in blocks:
-        for ref in referenced_objects(item.block):
-            state.required[(ref.kind, ref.physical_hash)] = ref
+    for ref in objects_of(blocks, state.manifests):
+        state.required[(ref.kind, ref.physical_hash)] = ref
 
 
 def _list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
@@ -168,7 +178,7 @@ def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip
         return state.remote_tip
     expected = state.remote_tip.head if state.remote_tip is not None else None
     try:
-        return dataset.commit(expected, state.base, state.blocks)
+        return dataset.commit(expected, state.base, state.blocks, state.manifests)
     except HeadMoved as exc:
         raise ProtocolError(
             ErrorCode.INVALID_HEAD,

@@ -33,7 +33,14 @@ from smart_transfer.model.multihash import new_hasher
 from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
 from smart_transfer.protocol.messages import HASH_PATTERN
 from smart_transfer.repo import HeadMoved, ObjectKind
-from smart_transfer.repo.dataset import MAX_CHAIN_WALK, DatasetRepository, NewBlock, ObjectRef, referenced_objects
+from smart_transfer.repo.dataset import (
+    MAX_CHAIN_WALK,
+    DatasetRepository,
+    NewBlock,
+    ObjectRef,
+    checkpoint_refs,
+    objects_of,
+)
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import block_key
 from smart_transfer.server.errors import error_response
@@ -308,18 +315,25 @@ def rest_router(state: ServerState) -> APIRouter:
             validate_extension(tip, ((b.hash, b.block) for b in walked))
         except ModelError as exc:
             raise RestError(400, "InvalidChain", str(exc)) from None
+        manifests = {}
+        for ref in checkpoint_refs(walked):
+            try:
+                manifests[ref.physical_hash] = repo.read_manifest(ref)
+            except CorruptRepository:
+                raise RestError(
+                    400, "MissingObjects", f"checkpoint manifest {ref.physical_hash} not uploaded"
+                ) from None
         missing = []
-        for item in walked:
-            for ref in referenced_objects(item.block):
-                if repo.has_object(ref):
-                    continue
-                info = store.head(repo.object_key(ref))
-                if info is None or info.size != ref.size:
-                    missing.append(f"{ref.kind.value}/{ref.physical_hash}")
+        for ref in objects_of(walked, manifests):
+            if repo.has_object(ref):
+                continue
+            info = store.head(repo.object_key(ref))
+            if info is None or info.size != ref.size:
+                missing.append(f"{ref.kind.value}/{ref.physical_hash}")
         if missing:
             raise RestError(400, "MissingObjects", f"{len(missing)} object(s) not uploaded, first: {missing[0]}")
         try:
-            return repo.commit(expected, tip, walked)
+            return repo.commit(expected, tip, walked, manifests)
         except HeadMoved as exc:
             raise RestError(412, "HeadMoved", str(exc)) from None
 

@@ -171,7 +171,10 @@ def test_happy_pull_and_push_sequences() -> None:
 @given(st.lists(st.binary(max_size=200), max_size=20))
 def test_tarballs_round_trip_in_order(contents: list[bytes]) -> None:
     blocks = [(Multihash.of(c), c) for c in contents]
-    assert unpack_blocks(pack_blocks(blocks)) == blocks
+    manifests = [(Multihash.of(b"m" + c), b"m" + c) for c in contents[:3]]
+    bundle = unpack_blocks(pack_blocks(blocks, manifests))
+    assert bundle.blocks == blocks
+    assert bundle.manifests == dict(manifests)
 
 
 def _tar(entries: list[tuple[str, bytes]]) -> bytes:
@@ -192,6 +195,11 @@ def _tar(entries: list[tuple[str, bytes]]) -> bytes:
         (_tar([("000000000-" + str(Multihash.of(b"a")), b"b")]), "does not match its hash"),
         (_tar([("000000001-" + str(Multihash.of(b"a")), b"a")]), "out of order"),
         (_tar([("../../etc/passwd", b"a")]), "out of order"),
+        (
+            _tar([("manifest-" + str(Multihash.of(b"m")), b"m"), ("000000000-" + str(Multihash.of(b"a")), b"a")]),
+            "out of order",
+        ),
+        (_tar([("manifest-" + str(Multihash.of(b"m")), b"x")]), "manifest .* does not match its hash"),
         (_tar([("000000000-" + str(Multihash.of(b"a" * 70000)), b"a" * 70000)]), "not a block"),
         (gzip.compress(b"\0" * (2 * 1024 * 1024)), "expands beyond"),
     ],

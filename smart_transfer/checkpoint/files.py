@@ -1,0 +1,86 @@
+"""Checkpoint directories <-> content-addressed objects in a repository's store."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from rocksdict import AccessType, Checkpoint, Options, Rdict
+
+from smart_transfer.checkpoint.manifest import CheckpointFile, CheckpointManifest, is_immutable
+from smart_transfer.repo.dataset import DatasetRepository, ObjectRef
+from smart_transfer.repo.layout import ObjectKind
+from smart_transfer.storage.local import LocalStore
+from smart_transfer.transfer.hashing import digest_file
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be made, stored or restored."""
+
+
+def snapshot(db: Rdict, destination: Path) -> None:
+    """A consistent RocksDB checkpoint of ``db`` at ``destination`` (SST files hard-linked)."""
+    Checkpoint(db).create_checkpoint(str(destination))
+
+
+def describe(directory: Path) -> CheckpointManifest:
+    """Hash every file of a checkpoint directory."""
+    files = []
+    for path in sorted(directory.iterdir()):
+        if not path.is_file():
+            raise CheckpointError(f"unexpected entry in checkpoint: {path.name}")
+        digest = digest_file(path)
+        files.append(CheckpointFile(path.name, digest.multihash, digest.size, is_immutable(path.name)))
+    return CheckpointManifest(tuple(files))
+
+
+def file_ref(item: CheckpointFile) -> ObjectRef:
+    return ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size)
+
+
+def store_checkpoint(dataset: DatasetRepository, directory: Path) -> tuple[CheckpointManifest, int, int]:
+    """Store every file not already stored, then the manifest. Returns the manifest and how many
+    files and bytes were new (files shared with earlier checkpoints are stored once)."""
+    manifest = describe(directory)
+    new_files = new_bytes = 0
+    for item in manifest.files:
+        ref = file_ref(item)
+        if dataset.objects_missing([ref]):
+            dataset.store.put_file(dataset.object_key(ref), directory / item.name)
+            new_files += 1
+            new_bytes += item.size
+    data = manifest.encode()
+    dataset.store.put(dataset.object_key(ObjectRef(ObjectKind.CHECKPOINT, manifest.hash(), len(data))), data)
+    return manifest, new_files, new_bytes
+
+
+def restore(dataset: DatasetRepository, manifest: CheckpointManifest, destination: Path) -> None:
+    """Rebuild the checkpoint at ``destination``: files into a temporary directory, every hash and
+    size checked, then one atomic rename. ``destination`` must not exist yet."""
+    store = dataset.store
+    if not isinstance(store, LocalStore):
+        raise CheckpointError("checkpoints are restored from a workspace (local store)")
+    temp = destination.parent / f".restore-{secrets.token_hex(6)}"
+    temp.mkdir(parents=True)
+    try:
+        for item in manifest.files:
+            source = store.path_of(dataset.object_key(file_ref(item)))
+            if not source.exists():
+                raise CheckpointError(f"checkpoint file {item.name} ({item.physical_hash}) is missing")
+            shutil.copyfile(source, temp / item.name)
+            digest = digest_file(temp / item.name, item.physical_hash.code)
+            if digest.multihash != item.physical_hash or digest.size != item.size:
+                raise CheckpointError(f"checkpoint file {item.name} does not match its hash")
+        os.rename(temp, destination)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
+def open_checkpoint(directory: Path, *, read_only: bool = False) -> Rdict:
+    """Open a checkpoint directory as a database (raw bytes keys and values)."""
+    options = Options(raw_mode=True)
+    access = AccessType.read_only() if read_only else AccessType.read_write()
+    return Rdict(str(directory), options, access_type=access)

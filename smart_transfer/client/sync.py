@@ -13,8 +13,13 @@ from smart_transfer.repo import Workspace
 class SyncClient:
     """``SyncClient(workspace_dir).pull(url)`` / ``.push(name, url)``; same options as ``Client``."""
 
-    def __init__(self, workspace: Path | str | None = None, **options: Any) -> None:
-        self.workspace = Workspace(Path(workspace) if workspace is not None else Workspace.default_root())
+    def __init__(self, workspace: Workspace | Path | str | None = None, **options: Any) -> None:
+        """``workspace``: an open Workspace (left open on close), or a directory to open."""
+        self._owns_workspace = not isinstance(workspace, Workspace)
+        if isinstance(workspace, Workspace):
+            self.workspace = workspace
+        else:
+            self.workspace = Workspace(Path(workspace) if workspace is not None else Workspace.default_root())
         self._client = Client(self.workspace, **options)
 
     def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:
@@ -26,7 +31,8 @@ class SyncClient:
         return asyncio.run(self._client.push(name, url, force=force))
 
     def close(self) -> None:
-        self.workspace.close()
+        if self._owns_workspace:
+            self.workspace.close()
 
     def __enter__(self) -> Self:
         return self

@@ -94,8 +94,9 @@ def build_document() -> dict[str, Any]:
     messages[TARBALL] = {
         "name": TARBALL,
         "title": "Metadata tarball (binary frame)",
-        "summary": "One gzip tar of blocks in a binary WebSocket frame; entry i is named "
-        "'{i:09d}-{block hash}' and holds that block's canonical bytes.",
+        "summary": "One gzip tar in a binary WebSocket frame: entry i is named '{i:09d}-{block hash}' and "
+        "holds that block's canonical bytes (oldest first); then one 'manifest-{hash}' entry per checkpoint "
+        "manifest the blocks reference, so both sides know every checkpoint file before objects are negotiated.",
         "contentType": "application/gzip",
         "payload": {"type": "string", "format": "binary"},
     }

@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps serve test test-unit lint typecheck specs s3-start s3-stop clean
+.PHONY: install node-deps serve test test-unit lint typecheck specs demo s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy
+
+# The whole story on the embedded server: Spark ingest, push, pull, ingest more, sync back.
+demo: install
+	bash scripts/demo.sh
 
 s3-start:
 	bash scripts/s3-local.sh start $(S3_DIR) $(S3_PORT)

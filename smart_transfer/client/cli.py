@@ -56,13 +56,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
         s3_prefix=args.s3_prefix or "",
         url_ttl_seconds=args.url_ttl,
         max_objects_per_page=args.max_objects_per_page,
+        idle_timeout_seconds=args.idle_timeout,
+        session_timeout_seconds=args.session_timeout,
+        max_sessions=args.max_sessions,
+        max_sessions_per_token=args.max_sessions_per_token,
+        max_requests=args.max_requests,
+        max_requests_per_token=args.max_requests_per_token,
+        tokens_file=Path(args.tokens) if args.tokens else None,
+        allow_anonymous=args.allow_anonymous,
     )
+    try:
+        settings.check_exposure()
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     try:
         serve(settings)
     except KeyboardInterrupt:
         return 0
     except OSError as exc:
         raise CliError(str(exc)) from None
+    return 0
+
+
+def cmd_token_add(args: argparse.Namespace) -> int:
+    from smart_transfer.server.auth import add_token
+
+    if not args.read and not args.write:
+        raise CliError("give at least one --read or --write pattern", EXIT_USAGE)
+    print(add_token(Path(args.tokens), args.subject, args.read, args.write))
     return 0
 
 
@@ -294,7 +315,80 @@ def build_parser() -> argparse.ArgumentParser:
         default=server_defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
         help="most objects one transfer negotiation page may name",
     )
+    serve.add_argument(
+        "--tokens",
+        default=None,
+        metavar="FILE",
+        help="tokens file (see `token add`); without it access is anonymous, loopback only",
+    )
+    serve.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        help="serve without --tokens on a non-loopback address (anyone reaching it may write)",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=server_defaults.DEFAULT_MAX_SESSIONS,
+        help="concurrent pull/push sessions; more get 'busy, retry after'",
+    )
+    serve.add_argument(
+        "--max-sessions-per-token",
+        type=int,
+        default=server_defaults.DEFAULT_MAX_SESSIONS_PER_TOKEN,
+        help="concurrent sessions of one token subject",
+    )
+    serve.add_argument(
+        "--max-requests",
+        type=int,
+        default=server_defaults.DEFAULT_MAX_REQUESTS,
+        help="concurrent REST requests; more get HTTP 429 with Retry-After",
+    )
+    serve.add_argument(
+        "--max-requests-per-token",
+        type=int,
+        default=server_defaults.DEFAULT_MAX_REQUESTS_PER_TOKEN,
+        help="concurrent REST requests of one token subject",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=server_defaults.DEFAULT_IDLE_TIMEOUT_SECONDS,
+        help="seconds a session may wait for the client's next message",
+    )
+    serve.add_argument(
+        "--session-timeout",
+        type=float,
+        default=server_defaults.DEFAULT_SESSION_TIMEOUT_SECONDS,
+        help="seconds a whole session may last",
+    )
     serve.set_defaults(handler=cmd_serve)
+
+    token = commands.add_parser("token", help="manage the server's tokens file", formatter_class=defaults)
+    token_commands = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    token_add = token_commands.add_parser(
+        "add",
+        help="create a token and print it once",
+        formatter_class=defaults,
+        description="Append a token to the tokens file (only its SHA-256 is stored) and print the secret once.",
+    )
+    token_add.add_argument("--tokens", required=True, metavar="FILE", help="the tokens file (created if missing)")
+    token_add.add_argument("--subject", required=True, help="who the token is for (shown in errors and limits)")
+    token_add.add_argument(
+        "--read",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="dataset-name pattern this token may read (repeatable; * and ? match)",
+    )
+    token_add.add_argument(
+        "--write",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="dataset-name pattern this token may write (and read; repeatable)",
+    )
+    token_add.set_defaults(handler=cmd_token_add)
 
     add = commands.add_parser(
         "add",

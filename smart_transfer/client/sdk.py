@@ -13,8 +13,9 @@ import base64
 import contextlib
 import hashlib
 import logging
+import random
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -61,6 +62,9 @@ log = logging.getLogger("smart_transfer.client")
 PROTOCOLS = ("smart", "simple")
 #: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
 DEFAULT_PAGE_SIZE = 1000
+#: Attempts when the server says it is busy, and the longest wait between them (seconds).
+BUSY_ATTEMPTS = 6
+MAX_BUSY_DELAY = 30.0
 #: Seconds between Progress keep-alives during transfers.
 PROGRESS_INTERVAL = 5.0
 
@@ -188,7 +192,7 @@ class Client:
         if self.protocol == "simple":
             return await self._pull_simple(url, as_name, force, redirect=True)
         try:
-            return await self._pull_smart(url, as_name, force)
+            return await self._when_not_busy(lambda: self._pull_smart(url, as_name, force))
         except TransferFailed as exc:
             if not (exc.network and self.fallback):
                 raise
@@ -355,7 +359,7 @@ class Client:
         if self.protocol == "simple":
             return await self._push_simple(name, url, redirect=True)
         try:
-            return await self._push_smart(name, url, force)
+            return await self._when_not_busy(lambda: self._push_smart(name, url, force))
         except TransferFailed as exc:
             if not (exc.network and self.fallback):
                 raise
@@ -503,6 +507,22 @@ class Client:
             return await self._with_keep_alive(session, meter, mover.move(files))
 
     # -- shared ----------------------------------------------------------------------------------
+
+    async def _when_not_busy(self, attempt: Callable[[], Awaitable[TransferSummary]]) -> TransferSummary:
+        """Run ``attempt``; when the server answers Busy, wait as it asks (doubling, with jitter) and
+        try again, up to BUSY_ATTEMPTS times."""
+        for number in range(1, BUSY_ATTEMPTS + 1):
+            try:
+                return await attempt()
+            except RemoteError as exc:
+                if exc.code is not ErrorCode.BUSY or number == BUSY_ATTEMPTS:
+                    raise
+                hint = exc.details.get("retry_after", 1)
+                base = float(hint) if isinstance(hint, int | float) else 1.0
+                delay = min(MAX_BUSY_DELAY, base * 2 ** (number - 1)) * random.uniform(0.5, 1.5)
+                self.warn(f"server busy; retrying in {delay:.1f} s")
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     def _track(self, dataset: DatasetRepository, remote: RemoteDataset, head: str) -> None:
         self.workspace.index.set_remote_head(dataset.name, remote.url, Multihash.parse(head))

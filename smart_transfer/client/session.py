@@ -84,6 +84,9 @@ class ClientSession:
         try:
             await self.connection.send(frame)
         except ConnectionClosed:
+            # the server may have said why before closing (e.g. Unauthorized right after the
+            # handshake): its Error message is still queued, so read it
+            await self.receive()
             raise await self._closed_error() from None
 
     async def receive(self) -> AnyMessage | MetadataTarball:
@@ -119,7 +122,11 @@ class ClientSession:
     async def _closed_error(self) -> RemoteError:
         close = self.connection.close_code
         reason = self.connection.close_reason or "no reason given"
-        return RemoteError(ErrorCode.INTERNAL, f"the server closed the session (code {close}: {reason})")
+        try:
+            code = ErrorCode(reason)  # the server puts the error code in the close reason
+        except ValueError:
+            code = ErrorCode.INTERNAL
+        return RemoteError(code, f"the server closed the session (code {close}: {reason})")
 
     async def close(self) -> None:
         await self.connection.close()

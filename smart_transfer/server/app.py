@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Header
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 import smart_transfer
 from smart_transfer.model import ModelError
 from smart_transfer.repo import Repository, RepositoryError
-from smart_transfer.server.errors import typed_error_handler, validation_error_handler
+from smart_transfer.server.auth import Access, AuthError
+from smart_transfer.server.errors import access_error_handler, typed_error_handler, validation_error_handler
+from smart_transfer.server.limits import Busy
 from smart_transfer.server.rest_routes import rest_router
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
@@ -44,13 +46,23 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     for error_type in (ModelError, StorageError, RepositoryError):
         app.add_exception_handler(error_type, typed_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(AuthError, access_error_handler)
+    app.add_exception_handler(Busy, access_error_handler)
     if isinstance(store, LocalStore):
         app.include_router(store_router(store, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
 
-    @app.get("/", operation_id="describeServer", summary="Describe the server and its datasets")
-    async def describe_server() -> dict[str, Any]:
-        names = await run_in_threadpool(lambda: [str(n) for n in repository.dataset_names()])
+    @app.get(
+        "/",
+        operation_id="describeServer",
+        summary="Describe the server and the datasets the token may read",
+        responses={status: {"description": text} for status, text in ((401, "token required or unknown"),)},
+    )
+    async def describe_server(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+        grant = state.authorizer.subject(authorization)
+        names = await run_in_threadpool(
+            lambda: [str(n) for n in repository.dataset_names() if grant is None or grant.allows(n, Access.READ)]
+        )
         return {
             "server": "smart-transfer",
             "version": smart_transfer.__version__,

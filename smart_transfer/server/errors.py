@@ -8,6 +8,8 @@ from fastapi.responses import JSONResponse
 
 from smart_transfer.model import ModelError
 from smart_transfer.repo import DatasetNotFound, RepositoryError
+from smart_transfer.server.auth import AuthError
+from smart_transfer.server.limits import Busy
 from smart_transfer.storage import ObjectNotFound, StorageError, StorageUnavailable
 
 
@@ -33,6 +35,16 @@ async def validation_error_handler(_request: Request, exc: Exception) -> JSONRes
     elif location[:1] == ("path",) and field == "kind":
         return error_response(404, "NotFound", "no such object kind")
     return error_response(400, code, f"{'.'.join(map(str, location))}: {first.get('msg', 'invalid')}")
+
+
+async def access_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """401 (with the scheme to use) and 403 for tokens; 429 with Retry-After when busy."""
+    if isinstance(exc, Busy):
+        return error_response(429, "Busy", str(exc), {"Retry-After": str(exc.retry_after)})
+    assert isinstance(exc, AuthError)
+    if exc.status == 401:
+        return error_response(401, "Unauthorized", str(exc), {"WWW-Authenticate": 'Bearer realm="smart-transfer"'})
+    return error_response(403, "Forbidden", str(exc))
 
 
 async def typed_error_handler(_request: Request, exc: Exception) -> JSONResponse:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
@@ -43,6 +43,7 @@ from smart_transfer.repo.dataset import (
 )
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import block_key
+from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import error_response
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage.s3 import S3Store
@@ -119,17 +120,20 @@ ERROR_SCHEMA: dict[str, Any] = {
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     text = {
         400: "malformed name, hash, header, body or chain",
+        401: "a bearer token is required, or it is unknown",
+        403: "the token does not grant this access to the dataset",
         404: "no such dataset, block or object",
         409: "the new head does not extend the current one",
         412: "head moved (If-Match did not match)",
         413: "body too large",
         416: "range not satisfiable",
         428: "If-Match or If-None-Match required",
+        429: "busy: too many concurrent requests; retry after the Retry-After seconds",
         503: "storage unavailable",
     }
     return {
         status: {"description": text[status], "content": {"application/json": {"schema": ERROR_SCHEMA}}}
-        for status in statuses
+        for status in (*statuses, 401, 403, 429)
     }
 
 
@@ -197,7 +201,18 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 def rest_router(state: ServerState) -> APIRouter:
     """The simple-protocol routes over ``state.repository``."""
-    router = APIRouter(tags=["simple protocol"])
+
+    async def guard(request: Request) -> AsyncIterator[None]:
+        """Every route: the token must grant read (GET/HEAD) or write (PUT) on the dataset, and the
+        request takes one of the concurrency slots (global and per subject) while it runs."""
+        access = Access.READ if request.method in ("GET", "HEAD") else Access.WRITE
+        grant = state.authorizer.check(
+            request.headers.get("authorization"), request.path_params.get("dataset", ""), access
+        )
+        with state.requests.hold(grant.subject if grant is not None else "anonymous"):
+            yield
+
+    router = APIRouter(tags=["simple protocol"], dependencies=[Depends(guard)])
     store = state.repository.store
     settings = state.settings
 

@@ -23,6 +23,17 @@ DEFAULT_MAX_OBJECTS_PER_PAGE = 1000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Seconds a session may wait for the client's next message.
 DEFAULT_IDLE_TIMEOUT_SECONDS = 120.0
+#: Longest a whole session may last (also bounds how long a push may hold uploads uncommitted).
+DEFAULT_SESSION_TIMEOUT_SECONDS = 3600.0
+#: Concurrent WebSocket sessions, in all and per token subject.
+DEFAULT_MAX_SESSIONS = 64
+DEFAULT_MAX_SESSIONS_PER_TOKEN = 8
+#: Concurrent REST requests, in all and per token subject.
+DEFAULT_MAX_REQUESTS = 256
+DEFAULT_MAX_REQUESTS_PER_TOKEN = 64
+#: The retry hint sent with a busy answer.
+DEFAULT_BUSY_RETRY_AFTER_SECONDS = 2
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,22 @@ class ServerSettings:
     max_objects_per_page: int = DEFAULT_MAX_OBJECTS_PER_PAGE
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS
+    session_timeout_seconds: float = DEFAULT_SESSION_TIMEOUT_SECONDS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    max_requests_per_token: int = DEFAULT_MAX_REQUESTS_PER_TOKEN
+    busy_retry_after_seconds: int = DEFAULT_BUSY_RETRY_AFTER_SECONDS
+    tokens_file: Path | None = None
+    allow_anonymous: bool = False
+
+    def check_exposure(self) -> None:
+        """Refuse to serve anonymous access beyond this machine unless explicitly allowed."""
+        if self.tokens_file is None and self.host not in LOOPBACK_HOSTS and not self.allow_anonymous:
+            raise ValueError(
+                f"refusing to serve {self.host} without --tokens: anyone who can reach it could read and write "
+                "every dataset (give --tokens FILE, or --allow-anonymous if that is really what you want)"
+            )
 
     @property
     def uses_s3(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -12,6 +13,8 @@ from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.repo import RepositoryError
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.server.auth import Access, AuthError
+from smart_transfer.server.limits import Busy
 from smart_transfer.server.pull_flow import run_pull
 from smart_transfer.server.push_flow import run_push
 from smart_transfer.server.session import ClientGone, ServerSession
@@ -36,7 +39,21 @@ def smart_router(state: ServerState) -> APIRouter:
                 dataset = state.repository.dataset(dataset_name)
             except InvalidDatasetName as exc:
                 raise ProtocolError(ErrorCode.INVALID_DATASET_NAME, str(exc)) from None
-            await flow(session, dataset, settings)
+            access = Access.WRITE if flow_name == "push" else Access.READ
+            try:
+                grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
+            except AuthError as exc:
+                code = ErrorCode.UNAUTHORIZED if exc.status == 401 else ErrorCode.FORBIDDEN
+                raise ProtocolError(code, str(exc)) from None
+            try:
+                with state.sessions.hold(grant.subject if grant is not None else "anonymous"):
+                    await asyncio.wait_for(flow(session, dataset, settings), settings.session_timeout_seconds)
+            except Busy as exc:
+                raise ProtocolError(ErrorCode.BUSY, str(exc), {"retry_after": exc.retry_after}) from None
+            except TimeoutError:
+                raise ProtocolError(
+                    ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"
+                ) from None
         except (ClientGone, WebSocketDisconnect, WebSocketDisconnected):
             return
         except ProtocolError as exc:

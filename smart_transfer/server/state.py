@@ -7,6 +7,8 @@ import secrets
 from pathlib import Path
 
 from smart_transfer.repo import Repository
+from smart_transfer.server.auth import Authorizer
+from smart_transfer.server.limits import ConcurrencyLimit
 from smart_transfer.server.settings import ServerSettings
 
 
@@ -17,6 +19,13 @@ class ServerState:
         self.settings = settings
         self.repository = repository
         self.base_url = base_url
+        self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
+        self.sessions = ConcurrencyLimit(
+            "sessions", settings.max_sessions, settings.max_sessions_per_token, settings.busy_retry_after_seconds
+        )
+        self.requests = ConcurrencyLimit(
+            "requests", settings.max_requests, settings.max_requests_per_token, settings.busy_retry_after_seconds
+        )
         #: Object bytes this process itself read or wrote for clients (embedded-store routes and,
         #: later, streamed REST reads). The smart path on S3 must leave it at zero.
         self.object_bytes_through_server = 0

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -17,8 +18,6 @@ from tests.conftest import CLI, ServerProcess, backend_args, make_files, run_cli
 
 #: Slow enough that a kill lands mid-transfer (60 x 16 KiB take ~3.5 s), fast enough to keep the suite short.
 SLOW_RATE = "300K"
-#: About a third of the way through such a transfer (the CLI starts in ~0.4 s).
-MID_TRANSFER_SECONDS = 1.5
 #: Random kill points per flow and backend here (the long fault runs of `make test-faults` do more).
 KILL_POINTS = 4
 
@@ -51,6 +50,36 @@ def kill_after(args: list[str], workspace: Path, seconds: float) -> int:
     return process.returncode
 
 
+def kill_when(args: list[str], workspace: Path, ready: Callable[[], bool], timeout: float = 60) -> int:
+    """Start the CLI and SIGKILL it as soon as ``ready()`` holds (some objects arrived): a kill in
+    the middle, however slow the machine is today. Returns its exit status."""
+    process = subprocess.Popen(
+        [*CLI, *args, "--workspace", str(workspace)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline and not ready():
+        time.sleep(0.05)
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL)
+    process.wait()
+    return process.returncode
+
+
+def remote_objects(server: ServerProcess, request: pytest.FixtureRequest, name: str) -> int:
+    """How many data objects the server's store holds for ``name`` (whatever the backend)."""
+    if server.backend == "local":  # type: ignore[attr-defined]
+        return len(list((server.root / "store" / name / "data").glob("*")))
+    from smart_transfer.storage.s3 import S3Store
+
+    s3_env = request.getfixturevalue("s3_env")
+    prefix = next(str(a) for a in server.process.args if str(a).startswith("srv-"))  # type: ignore[union-attr]
+    store = S3Store(s3_env.bucket, prefix, endpoint_url=s3_env.endpoint)
+    try:
+        return sum(1 for _ in store.list(f"{name}/data/"))
+    finally:
+        store.close()
+
+
 def remote_chain(server: ServerProcess, name: str, scratch: Path) -> list[dict[str, object]] | None:
     """The remote dataset as a fresh workspace sees it (None: it does not exist)."""
     result = run_cli("pull", f"{server.url}/{name}", "--json", workspace=scratch)
@@ -61,14 +90,15 @@ def remote_chain(server: ServerProcess, name: str, scratch: Path) -> list[dict[s
 
 
 def test_killed_pushes_leave_the_old_head_and_a_rerun_resumes(
-    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     a = tmp_path / "a"
     url = f"{smart_server.url}/{dataset_name}"
     push = ["push", dataset_name, url, "--limit-rate", SLOW_RATE, "--parallel", "4"]
     run_cli("add", dataset_name, *map(str, make_files(tmp_path / "in", 60, 16_384)), workspace=a)
     # a kill in the middle, then a rerun: it finishes and does not upload again what arrived
-    assert kill_after(push, a, MID_TRANSFER_SECONDS) == -signal.SIGKILL
+    arrived = lambda: remote_objects(smart_server, request, dataset_name) >= 5  # noqa: E731
+    assert kill_when(push, a, arrived) == -signal.SIGKILL
     assert remote_chain(smart_server, dataset_name, tmp_path / "check") is None
     resumed = summary(run_cli("push", dataset_name, url, "--json", workspace=a))
     assert resumed["objects_skipped"] > 0
@@ -94,7 +124,8 @@ def test_killed_pulls_leave_the_old_head_and_a_rerun_resumes(
     pull = ["pull", url, "--limit-rate", SLOW_RATE, "--parallel", "4"]
     run_cli("add", dataset_name, *map(str, make_files(tmp_path / "in", 60, 16_384)), workspace=a)
     summary(run_cli("push", dataset_name, url, "--json", workspace=a))
-    assert kill_after(pull, b, MID_TRANSFER_SECONDS) == -signal.SIGKILL
+    downloaded = lambda: len(list((b / "store" / dataset_name / "data").glob("*"))) >= 5  # noqa: E731
+    assert kill_when(pull, b, downloaded) == -signal.SIGKILL
     assert log_of(b, dataset_name) is None  # nothing half-visible
     resumed = summary(run_cli("pull", url, "--json", workspace=b))
     assert resumed["objects_skipped"] > 0

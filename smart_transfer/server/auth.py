@@ -1,0 +1,121 @@
+"""Access control: bearer tokens from a tokens file, stored hashed, each with a subject and read/write
+grants on dataset-name patterns (shell-style: ``sales-*``, ``*``).
+
+Tokens file (JSON, one object): ``{"tokens": [{"subject": "alice", "sha256": "<hex of the token's
+SHA-256>", "read": ["*"], "write": ["sales-*"]}]}``. ``smart-transfer token add`` writes entries and
+prints the secret once; the file never holds a usable secret. A write grant implies read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import orjson
+
+#: Bytes of randomness in a new token (printed as 43 URL-safe characters).
+TOKEN_BYTES = 32
+
+
+class Access(Enum):
+    READ = "read"
+    WRITE = "write"
+
+
+class AuthError(Exception):
+    """401 (no or unknown token) or 403 (a grant is missing)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class TokensFileError(Exception):
+    """The tokens file is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who a token belongs to and which datasets it may read and write."""
+
+    subject: str
+    sha256: str
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+    def allows(self, dataset: str, access: Access) -> bool:
+        patterns = self.write if access is Access.WRITE else self.read + self.write
+        return any(fnmatch.fnmatchcase(dataset, pattern) for pattern in patterns)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass
+class Authorizer:
+    """Decides access. With no grants at all, everyone is anonymous and allowed (loopback only:
+    the server refuses to start otherwise unless told ``--allow-anonymous``)."""
+
+    grants: list[Grant] = field(default_factory=list)
+    anonymous: bool = True
+
+    @classmethod
+    def from_file(cls, path: Path) -> Authorizer:
+        try:
+            document = orjson.loads(path.read_bytes())
+            entries = document["tokens"]
+            grants = [
+                Grant(
+                    str(e["subject"]),
+                    str(e["sha256"]).lower(),
+                    tuple(str(p) for p in e.get("read", [])),
+                    tuple(str(p) for p in e.get("write", [])),
+                )
+                for e in entries
+            ]
+        except FileNotFoundError:
+            raise TokensFileError(f"no tokens file at {path}") from None
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise TokensFileError(f"tokens file {path} is malformed: {exc}") from None
+        if any(len(g.sha256) != 64 for g in grants):
+            raise TokensFileError(f"tokens file {path}: every sha256 must be 64 hex digits")
+        return cls(grants, anonymous=False)
+
+    def subject(self, authorization: str | None) -> Grant | None:
+        """The grant of the bearer token in an Authorization header (None: anonymous allowed)."""
+        if self.anonymous:
+            return None
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise AuthError(401, "a bearer token is required (Authorization: Bearer <token>)")
+        digest = hash_token(authorization[7:].strip())
+        for grant in self.grants:
+            if hmac.compare_digest(grant.sha256, digest):
+                return grant
+        raise AuthError(401, "unknown token")
+
+    def check(self, authorization: str | None, dataset: str, access: Access) -> Grant | None:
+        """Raise AuthError unless the request may ``access`` ``dataset``; returns the grant."""
+        grant = self.subject(authorization)
+        if grant is not None and not grant.allows(dataset, access):
+            raise AuthError(403, f"{grant.subject} may not {access.value} {dataset}")
+        return grant
+
+
+def add_token(path: Path, subject: str, read: list[str], write: list[str]) -> str:
+    """Append a new token to the tokens file (creating it, mode 0600); returns the secret."""
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    document: dict[str, list[dict[str, object]]] = {"tokens": []}
+    if path.exists():
+        document = orjson.loads(path.read_bytes())
+    document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
+    temp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
+    temp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    temp.chmod(0o600)
+    temp.replace(path)
+    return token

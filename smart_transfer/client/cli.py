@@ -57,6 +57,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         url_ttl_seconds=args.url_ttl,
         max_objects_per_page=args.max_objects_per_page,
         idle_timeout_seconds=args.idle_timeout,
+        max_message_bytes=args.max_message_bytes,
         session_timeout_seconds=args.session_timeout,
         max_sessions=args.max_sessions,
         max_sessions_per_token=args.max_sessions_per_token,
@@ -349,6 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=server_defaults.DEFAULT_MAX_REQUESTS_PER_TOKEN,
         help="concurrent REST requests of one token subject",
+    )
+    serve.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=server_defaults.DEFAULT_MAX_MESSAGE_BYTES,
+        help="largest WebSocket frame accepted (metadata tarballs of pushes included)",
     )
     serve.add_argument(
         "--idle-timeout",

@@ -21,6 +21,7 @@ from smart_transfer.protocol.errors import REJECTIONS
 from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
 from smart_transfer.repo.layout import ObjectKind, object_key
 from smart_transfer.server import settings as server_defaults
+from smart_transfer.server.settings import ServerSettings
 from smart_transfer.storage import StorageError
 from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
 from smart_transfer.transfer.hashing import digest_file
@@ -111,6 +112,17 @@ def cmd_add(args: argparse.Namespace) -> int:
         new_tip = dataset.append(events)
         print(f"{dataset.name}: added {len(events)} block(s), head {new_tip.head} (block {new_tip.sequence_number})")
     return 0
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 90, 30m, 1h, 2d)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("a duration cannot be negative")
+    return value
 
 
 def _rate(text: str) -> int:
@@ -208,6 +220,72 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"head {result.head}"
         )
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from smart_transfer.client.verify import compare_remote, verify_local
+
+    with _workspace(args) as workspace:
+        report, blocks = verify_local(workspace, args.dataset)
+        if args.url:
+            asyncio.run(compare_remote(report, blocks, workspace, args.url, _token(args)))
+    if args.json:
+        sys.stdout.write(orjson.dumps(report.to_dict()).decode() + "\n")
+    else:
+        print(
+            f"{report.dataset}: {report.blocks} block(s), {report.objects_checked} object(s) checked, "
+            f"head {report.head}"
+        )
+        for problem in report.problems:
+            print(f"  problem: {problem}")
+        if report.quarantined:
+            print(f"  {len(report.quarantined)} corrupt object(s) moved to quarantine; `pull` fetches them again")
+        relations = {
+            "same": "identical to the remote (same head)",
+            "local-ahead": f"ahead of the remote by {report.local_only_blocks} block(s)",
+            "remote-ahead": f"behind the remote by {report.remote_only_blocks} block(s)",
+            "diverged": f"diverged from the remote after block {report.common_block}: "
+            f"{report.local_only_blocks} local-only and {report.remote_only_blocks} remote-only block(s)",
+            "remote-missing": "the remote has no such dataset",
+        }
+        if report.relation is not None:
+            print(f"  {relations[report.relation]} ({report.remote})")
+        if report.ok:
+            print("  ok")
+    if report.problems:
+        return EXIT_ERROR
+    return EXIT_REJECTED if report.relation == "diverged" else 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from smart_transfer.repo.gc import collect_garbage
+
+    settings = _store_settings(args)
+    store = settings.open_store(0)
+    try:
+        report = collect_garbage(store, args.grace, dry_run=args.dry_run)
+    finally:
+        store.close()
+    verb = "would delete" if args.dry_run else "deleted"
+    if args.json:
+        sys.stdout.write(orjson.dumps({"dry_run": args.dry_run, **report.__dict__}).decode() + "\n")
+    else:
+        for key in report.deleted:
+            print(f"{verb} {key}")
+        print(
+            f"{report.datasets} dataset(s): {verb} {len(report.deleted)} unreferenced object(s) "
+            f"({report.deleted_bytes} bytes); kept {report.kept} referenced and {report.too_young} younger than "
+            f"the grace period"
+        )
+    return 0
+
+
+def _store_settings(args: argparse.Namespace) -> ServerSettings:
+    if (args.s3_endpoint or args.s3_prefix) and not args.s3_bucket:
+        raise CliError("--s3-endpoint and --s3-prefix need --s3-bucket", EXIT_USAGE)
+    return ServerSettings(
+        root=Path(args.root), s3_endpoint=args.s3_endpoint, s3_bucket=args.s3_bucket, s3_prefix=args.s3_prefix or ""
+    )
 
 
 def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
@@ -421,6 +499,39 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print a JSON array")
     _add_workspace_option(listing)
     listing.set_defaults(handler=cmd_list)
+
+    verify = commands.add_parser(
+        "verify",
+        help="re-check a local dataset, and compare it with a remote one",
+        formatter_class=defaults,
+        description="Re-check the chain rules and every block's and object's hash and size. Corrupt objects "
+        "are moved to quarantine and named; the next pull fetches them again. Given URL, compare with the remote "
+        "head: equal heads mean equal datasets, otherwise it says where the histories part. "
+        "Exit: 0 whole, 1 problems found, 3 diverged.",
+    )
+    verify.add_argument("dataset", metavar="DATASET")
+    verify.add_argument("url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET")
+    verify.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    verify.add_argument("--json", action="store_true", help="print one JSON report")
+    _add_workspace_option(verify)
+    verify.set_defaults(handler=cmd_verify)
+
+    gc = commands.add_parser(
+        "gc",
+        help="server side: delete objects no block references (left by failed pushes)",
+        formatter_class=defaults,
+        description="Delete data and checkpoint objects that no stored block references and that are older than "
+        "the grace period. Blocks and referenced objects are never deleted. Keep --grace at least the server's "
+        "--session-timeout, so nothing a running push may still commit is touched.",
+    )
+    gc.add_argument("--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)")
+    gc.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    gc.add_argument("--json", action="store_true", help="print one JSON report")
+    gc.add_argument("--root", default=str(server_defaults.DEFAULT_ROOT), help="the embedded store's directory")
+    gc.add_argument("--s3-endpoint", default=None, help="S3 endpoint URL")
+    gc.add_argument("--s3-bucket", default=None, help="S3 bucket (instead of the embedded store)")
+    gc.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
+    gc.set_defaults(handler=cmd_gc)
 
     ingest = commands.add_parser(
         "ingest",

@@ -50,7 +50,7 @@ from smart_transfer.protocol.messages import (
     TransferPlan,
 )
 from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
-from smart_transfer.repo import Workspace
+from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.base import STREAM_CHUNK_BYTES
@@ -83,6 +83,7 @@ class TransferSummary:
     objects_skipped: int = 0
     bytes_transferred: int = 0
     urls_refreshed: int = 0
+    objects_repaired: int = 0
     seconds: float = 0.0
     up_to_date: bool = False
     protocol: str = "smart"
@@ -243,7 +244,10 @@ class Client:
                     ) from None
                 raise
             assert isinstance(answer, DatasetPullResponse)
-            if answer.transfer_plan.num_blocks == 0:
+            # objects of the chain we already have that are missing locally (e.g. quarantined by
+            # verify) are fetched again in the same session
+            repairs = await asyncio.to_thread(self._chain_repairs, dataset, local_tip)
+            if answer.transfer_plan.num_blocks == 0 and not repairs:
                 await session.send(DatasetPullComplete())
                 summary.up_to_date = True
                 await asyncio.to_thread(self._track, dataset, remote, answer.head)
@@ -255,15 +259,22 @@ class Client:
             refs = objects_of(blocks, manifests)
             missing = await asyncio.to_thread(dataset.objects_missing, refs)
             summary.objects_skipped = len(refs) - len(missing)
+            known = {(r.kind, r.physical_hash) for r in missing}
+            missing += [r for r in repairs if (r.kind, r.physical_hash) not in known]
+            summary.objects_repaired = len(repairs)
             meter = _Meter("pull", len(missing), sum(r.size for r in missing), self.progress)
             result = await self._move_pull(session, dataset, missing, meter, answer.max_objects_per_page)
             summary.objects_transferred = result.transferred
             summary.bytes_transferred = result.bytes
             summary.urls_refreshed = result.refreshed_urls
-            new_tip = await asyncio.to_thread(
-                dataset.commit, local_tip.head if local_tip else None, base, blocks, manifests
-            )
-            await asyncio.to_thread(install_latest, self.workspace.root, dataset, blocks, manifests)
+            if blocks:
+                new_tip = await asyncio.to_thread(
+                    dataset.commit, local_tip.head if local_tip else None, base, blocks, manifests
+                )
+                await asyncio.to_thread(install_latest, self.workspace.root, dataset, blocks, manifests)
+            else:
+                assert local_tip is not None
+                new_tip = local_tip
             summary.new_head = str(new_tip.head)
             summary.blocks = len(blocks)
             await asyncio.to_thread(self._track, dataset, remote, str(new_tip.head))
@@ -272,6 +283,19 @@ class Client:
             return self._finish(summary, started)
         finally:
             await session.close()
+
+    @staticmethod
+    def _chain_repairs(dataset: DatasetRepository, tip: ChainTip | None) -> list[ObjectRef]:
+        """Objects the local chain references that are not (whole) in the workspace."""
+        if tip is None:
+            return []
+        blocks = [NewBlock.decode(data) for _, data in dataset.blocks_after(tip, None)]
+        manifests = {}
+        for ref in checkpoint_refs(blocks):
+            if not dataset.objects_missing([ref]):
+                with contextlib.suppress(RepositoryError):
+                    manifests[ref.physical_hash] = dataset.read_manifest(ref)
+        return dataset.objects_missing(objects_of(blocks, manifests))
 
     async def _local_is_ahead(self, dataset: DatasetRepository, details: dict[str, object]) -> bool:
         remote_head = details.get("remote_head")

@@ -61,6 +61,8 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
+    #: Last modification, Unix seconds (0 when the store did not say).
+    modified: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ class LocalStore(ObjectStore):
                     digest.update(chunk)
             etag = digest.hexdigest()
             self._remember_etag(stat, etag)
-        return ObjectInfo(key, stat.st_size, etag)
+        return ObjectInfo(key, stat.st_size, etag, stat.st_mtime)
 
     # -- the contract ----------------------------------------------------------------------------
 

@@ -154,7 +154,10 @@ class S3Store(ObjectStore):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
                 for item in page.get("Contents", []):
                     key = str(item["Key"])[len(self.prefix) :]
-                    yield ObjectInfo(key, int(item["Size"]), str(item["ETag"]).strip('"'))
+                    modified = item.get("LastModified")
+                    yield ObjectInfo(
+                        key, int(item["Size"]), str(item["ETag"]).strip('"'), modified.timestamp() if modified else 0.0
+                    )
 
     def list_children(self, prefix: str) -> Iterator[str]:
         check_prefix(prefix)

@@ -1,0 +1,136 @@
+"""``smart-transfer verify``: re-check a local dataset (chain rules, every block and object's hash and
+size) and, given a URL, compare it with the remote one. The chain is a Merkle structure (seed 002):
+equal heads mean equal datasets; otherwise the walk back from the remote head finds where the
+histories part. Corrupt objects are moved to quarantine, so the next pull fetches them again."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import asdict, dataclass, field
+
+from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
+from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.simple import SimpleProtocol
+from smart_transfer.model import ModelError, Multihash, validate_chain
+from smart_transfer.repo import Workspace
+from smart_transfer.repo.dataset import NewBlock, checkpoint_refs, objects_of
+from smart_transfer.repo.layout import block_key
+from smart_transfer.transfer.hashing import digest_file
+from smart_transfer.transfer.http import make_session
+
+#: Most remote blocks walked back while looking for where two histories part.
+MAX_COMPARE_WALK = 1_000_000
+
+
+@dataclass
+class VerifyReport:
+    """What verify found; ``ok`` when the local copy is whole and not diverged."""
+
+    dataset: str
+    head: str
+    blocks: int = 0
+    objects_checked: int = 0
+    problems: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+    remote: str | None = None
+    remote_head: str | None = None
+    relation: str | None = None  # same | local-ahead | remote-ahead | diverged | remote-missing
+    common_block: int | None = None
+    local_only_blocks: int = 0
+    remote_only_blocks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.relation != "diverged"
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[NewBlock]]:
+    """Check every block and object of the local dataset ``name``."""
+    dataset = workspace.dataset(name)
+    tip = dataset.require_tip()
+    store = workspace.local_store
+    report = VerifyReport(dataset.name, str(tip.head))
+    blocks: list[NewBlock] = []
+    for block_hash in dataset.index.hashes_between(dataset.name, 0, tip.sequence_number):
+        path = store.path_of(block_key(dataset.name, block_hash))
+        try:
+            blocks.append(NewBlock.decode(path.read_bytes()))
+        except FileNotFoundError:
+            report.problems.append(f"block {block_hash}: missing")
+            continue
+        except ModelError as exc:
+            report.problems.append(f"block {block_hash}: malformed ({exc})")
+            continue
+        if blocks[-1].hash != block_hash:
+            report.problems.append(f"block {block_hash}: content does not match its hash")
+    report.blocks = len(blocks)
+    if not report.problems:
+        try:
+            validate_chain((b.hash, b.block) for b in blocks)
+        except ModelError as exc:
+            report.problems.append(str(exc))
+    manifests: dict[Multihash, CheckpointManifest] = {}
+    for ref in checkpoint_refs(blocks):
+        path = store.path_of(dataset.object_key(ref))
+        if path.exists() and ref.physical_hash.matches(data := path.read_bytes()):
+            try:
+                manifests[ref.physical_hash] = decode_manifest(data)
+            except ModelError as exc:
+                report.problems.append(f"checkpoint manifest {ref.physical_hash}: {exc}")
+    for ref in objects_of(blocks, manifests):
+        report.objects_checked += 1
+        path = store.path_of(dataset.object_key(ref))
+        label = f"{ref.kind.value}/{ref.physical_hash}"
+        if not path.exists():
+            report.problems.append(f"{label}: missing")
+            continue
+        digest = digest_file(path, ref.physical_hash.code)
+        if digest.size != ref.size or digest.multihash != ref.physical_hash:
+            report.problems.append(f"{label}: corrupt ({digest.size} bytes, hash {digest.multihash})")
+            quarantine = store.root / ".store" / "quarantine"
+            quarantine.mkdir(parents=True, exist_ok=True)
+            os.replace(path, quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
+            report.quarantined.append(label)
+    return report, blocks
+
+
+async def compare_remote(
+    report: VerifyReport, blocks: list[NewBlock], workspace: Workspace, url: str, token: str | None
+) -> None:
+    """Fill in how the local chain relates to the remote one."""
+    remote = RemoteDataset.parse(url)
+    report.remote = remote.url
+    simple = SimpleProtocol(workspace, token=token)
+    local_seq = {b.hash: b.block.sequence_number for b in blocks}
+    local_tip_seq = len(blocks) - 1
+    async with make_session(4) as http:
+        head = await simple.remote_head(http, remote)
+        report.remote_head = str(head) if head is not None else None
+        if head is None:
+            report.relation = "remote-missing"
+            return
+        if str(head) == report.head:
+            report.relation = "same"
+            report.common_block = local_tip_seq
+            return
+        if head in local_seq:
+            report.relation = "local-ahead"
+            report.common_block = local_seq[head]
+            report.local_only_blocks = local_tip_seq - local_seq[head]
+            return
+        cursor: Multihash | None = head
+        walked = 0
+        while cursor is not None and cursor not in local_seq and walked < MAX_COMPARE_WALK:
+            data = await simple._get(http, f"{remote.url}/blocks/{cursor}")
+            assert data is not None
+            cursor = NewBlock.decode(data).block.prev_block_hash
+            walked += 1
+        common = local_seq.get(cursor) if cursor is not None else None
+        report.common_block = common
+        report.remote_only_blocks = walked
+        report.local_only_blocks = local_tip_seq - (common if common is not None else -1)
+        report.relation = "remote-ahead" if report.local_only_blocks == 0 else "diverged"

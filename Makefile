@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps serve test test-unit lint typecheck specs demo s3-start s3-stop clean
+.PHONY: install node-deps serve test test-faults test-unit lint typecheck specs demo s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ serve: install
 # Starts the local S3 server (installing Ceph RGW if missing), runs every test, stops S3 even on failure.
 test: install node-deps
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
+
+# The long fault runs: clients killed at many random points, server killed mid-push, S3 outage, racing pushers.
+test-faults: install node-deps
+	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -m faults tests/faults $(PYTEST_ARGS)
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)

@@ -5,6 +5,8 @@
 #   scripts/s3-local.sh start DIR PORT   install if missing, start, create user + bucket, print env
 #   scripts/s3-local.sh env   DIR PORT   print the environment variables of that instance
 #   scripts/s3-local.sh stop  DIR        stop this instance's daemons (by PID, never by name)
+#   scripts/s3-local.sh stop-gateway DIR / start-gateway DIR
+#                                        stop or restart only the S3 gateway (an outage: the data stays)
 #
 # Everything of an instance (config, monitor store, run dir, pid files, logs) lives under DIR, so two
 # instances can run side by side given distinct DIRs and PORTs. Settings that matter are explained
@@ -23,7 +25,7 @@ START_TIMEOUT="${S3_LOCAL_START_TIMEOUT:-60}"
 PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
 
 die() { echo "s3-local: $*" >&2; exit 1; }
-usage() { echo "usage: $0 start DIR PORT | env DIR PORT | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR PORT | env DIR PORT | stop DIR | stop-gateway DIR | start-gateway DIR" >&2; exit 2; }
 
 install_if_missing() {
   if command -v radosgw >/dev/null && command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null \
@@ -178,10 +180,28 @@ stop() {
   rm -rf "$dir/run" "$dir/osd" "$dir/mon"
 }
 
+stop_gateway() {
+  local dir="$1" pid
+  [ -f "$dir/run/client.rgw.a.pid" ] || die "no gateway pid file in $dir/run"
+  pid="$(cat "$dir/run/client.rgw.a.pid")"
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+start_gateway() {
+  local dir="$1" port
+  port="$(cat "$dir/port")"
+  radosgw -c "$dir/ceph.conf" -n client.rgw.a || die "radosgw did not start (see $dir/log)"
+  wait_for "$START_TIMEOUT" gateway s3_ready "$port" || die "S3 gateway did not answer on port $port"
+}
+
 cmd="${1:-}"
 case "$cmd" in
   start) [ $# -eq 3 ] || usage; start "$2" "$3" ;;
   env)   [ $# -eq 3 ] || usage; print_env "$3" ;;
   stop)  [ $# -eq 2 ] || [ $# -eq 3 ] || usage; stop "$2" ;;
+  stop-gateway)  [ $# -eq 2 ] || usage; stop_gateway "$2" ;;
+  start-gateway) [ $# -eq 2 ] || usage; start_gateway "$2" ;;
   *) usage ;;
 esac

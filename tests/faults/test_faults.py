@@ -61,23 +61,20 @@ def test_clients_killed_at_random_points_leave_whole_heads(
     rng = random.Random(f"{flow}-{smart_server.backend}")  # type: ignore[attr-defined]
     mid_run = 0
     for point in range(KILL_POINTS):
-        if point % 4 == 0:  # fresh work every few points, so kills keep landing mid-transfer
-            run_cli(
-                "add",
-                dataset_name,
-                *map(str, make_files(tmp_path / f"in{point}", 40, 16_384, f"p{point}")),
-                workspace=a,
-            )
-            if flow == "pull":
-                summary(run_cli("push", dataset_name, url, "--json", workspace=a))
+        # fresh work at every point, so each kill can land mid-transfer
+        run_cli(
+            "add", dataset_name, *map(str, make_files(tmp_path / f"in{point}", 30, 16_384, f"p{point}")), workspace=a
+        )
+        if flow == "pull":
+            summary(run_cli("push", dataset_name, url, "--json", workspace=a))
         before_remote = remote_chain(smart_server, dataset_name, tmp_path / f"r{point}")
         before_local = log_of(b, dataset_name)
         if flow == "push":
-            code = kill_at(["push", dataset_name, url, *SLOW], a, rng.uniform(0.2, 3.0))
+            code = kill_at(["push", dataset_name, url, *SLOW], a, rng.uniform(0.3, 1.8))
             after = remote_chain(smart_server, dataset_name, tmp_path / f"s{point}")
             assert after in (before_remote, log_of(a, dataset_name)), point
         else:
-            code = kill_at(["pull", url, *SLOW], b, rng.uniform(0.2, 3.0))
+            code = kill_at(["pull", url, *SLOW], b, rng.uniform(0.3, 1.8))
             assert log_of(b, dataset_name) in (before_local, log_of(a, dataset_name)), point
         mid_run += code == -signal.SIGKILL
     assert mid_run >= KILL_POINTS // 2  # most kills really landed mid-run

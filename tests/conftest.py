@@ -16,7 +16,9 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from smart_transfer.storage.s3 import S3Store
@@ -173,6 +175,14 @@ def run_cli(*args: str, workspace: Path | None = None, timeout: float = 600) -> 
     """Run the CLI as a user would (a real process)."""
     extra = ["--workspace", str(workspace)] if workspace is not None else []
     return subprocess.run([*CLI, *args, *extra], capture_output=True, text=True, check=False, timeout=timeout)
+
+
+def summary(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The --json summary of a CLI run that must have succeeded."""
+    assert result.returncode == 0, result.stderr
+    value = orjson.loads(result.stdout)
+    assert isinstance(value, dict)
+    return value
 
 
 def make_files(directory: Path, count: int, size: int, tag: str = "") -> list[Path]:

@@ -190,15 +190,10 @@ class Client:
         TransferFailed; on any failure the local head is unchanged. When direct storage transfers
         fail for network reasons, falls back (with a warning) to the simple protocol through the
         server, unless ``fallback=False``."""
-        if self.protocol == "simple":
-            return await self._pull_simple(url, as_name, force, redirect=True)
-        try:
-            return await self._when_not_busy(lambda: self._pull_smart(url, as_name, force))
-        except TransferFailed as exc:
-            if not (exc.network and self.fallback):
-                raise
-            self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
-            return await self._pull_simple(url, as_name, force, redirect=False)
+        return await self._run(
+            lambda: self._pull_smart(url, as_name, force),
+            lambda redirect: self._pull_simple(url, as_name, force, redirect=redirect),
+        )
 
     async def _pull_simple(self, url: str, as_name: str | None, force: bool, redirect: bool) -> TransferSummary:
         started = time.monotonic()
@@ -380,15 +375,10 @@ class Client:
         """Make the remote dataset's head the local head. Raises RemoteError, DivergedError,
         TransferFailed; on any failure the remote head is unchanged. Falls back to the simple
         protocol like ``pull`` does."""
-        if self.protocol == "simple":
-            return await self._push_simple(name, url, redirect=True)
-        try:
-            return await self._when_not_busy(lambda: self._push_smart(name, url, force))
-        except TransferFailed as exc:
-            if not (exc.network and self.fallback):
-                raise
-            self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
-            return await self._push_simple(name, url, redirect=False)
+        return await self._run(
+            lambda: self._push_smart(name, url, force),
+            lambda redirect: self._push_simple(name, url, redirect=redirect),
+        )
 
     async def _push_simple(self, name: str, url: str, redirect: bool) -> TransferSummary:
         started = time.monotonic()
@@ -531,6 +521,23 @@ class Client:
             return await self._with_keep_alive(session, meter, mover.move(files))
 
     # -- shared ----------------------------------------------------------------------------------
+
+    async def _run(
+        self,
+        smart: Callable[[], Awaitable[TransferSummary]],
+        simple: Callable[[bool], Awaitable[TransferSummary]],
+    ) -> TransferSummary:
+        """The chosen protocol; the smart one waits out Busy answers and, when direct storage transfers
+        fail for network reasons, falls back to the simple protocol through the server (no redirects)."""
+        if self.protocol == "simple":
+            return await simple(True)
+        try:
+            return await self._when_not_busy(smart)
+        except TransferFailed as exc:
+            if not (exc.network and self.fallback):
+                raise
+            self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
+            return await simple(False)
 
     async def _when_not_busy(self, attempt: Callable[[], Awaitable[TransferSummary]]) -> TransferSummary:
         """Run ``attempt``; when the server answers Busy, wait as it asks (doubling, with jitter) and

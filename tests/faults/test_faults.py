@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 
 from smart_transfer.storage.s3 import S3Store
@@ -27,6 +26,7 @@ from tests.conftest import (
     make_files,
     run_cli,
     start_server,
+    summary,
 )
 from tests.integration.test_resume_and_expiry import log_of, remote_chain, remote_objects
 
@@ -34,11 +34,6 @@ pytestmark = pytest.mark.faults
 #: Random kill points per flow and backend (two backends: 2 x 12 = 24 per flow).
 KILL_POINTS = 12
 SLOW = ["--limit-rate", "300K", "--parallel", "4"]
-
-
-def summary(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert result.returncode == 0, result.stderr
-    return orjson.loads(result.stdout)  # type: ignore[no-any-return]
 
 
 def kill_at(args: list[str], workspace: Path, seconds: float) -> int:

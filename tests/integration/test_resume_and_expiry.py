@@ -14,19 +14,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import CLI, ServerProcess, backend_args, make_files, run_cli
+from tests.conftest import CLI, ServerProcess, backend_args, make_files, run_cli, summary
 
 #: Slow enough that a kill lands mid-transfer (60 x 16 KiB take ~3.5 s), fast enough to keep the suite short.
 SLOW_RATE = "300K"
 #: Random kill points per flow and backend here (the long fault runs of `make test-faults` do more).
 KILL_POINTS = 4
-
-
-def summary(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert result.returncode == 0, result.stderr
-    value = orjson.loads(result.stdout)
-    assert isinstance(value, dict)
-    return value
 
 
 def log_of(workspace: Path, name: str) -> list[dict[str, object]] | None:

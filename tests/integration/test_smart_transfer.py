@@ -11,14 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import CLI, ServerProcess, make_files, run_cli
-
-
-def summary(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert result.returncode == 0, result.stderr
-    value = orjson.loads(result.stdout)
-    assert isinstance(value, dict)
-    return value
+from tests.conftest import CLI, ServerProcess, make_files, run_cli, summary
 
 
 def log_of(workspace: Path, name: str) -> list[dict[str, object]]:

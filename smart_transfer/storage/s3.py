@@ -30,6 +30,7 @@ from smart_transfer.storage.base import (
     check_prefix,
 )
 from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageUnavailable
+from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 
 #: Connections boto3 keeps open to the endpoint (server-side calls; clients transfer directly).
 DEFAULT_MAX_CONNECTIONS = 64
@@ -83,6 +84,14 @@ class S3Store(ObjectStore):
             session.client("s3", endpoint_url=public_endpoint_url, region_name=region_name, config=config)
             if public_endpoint_url and public_endpoint_url != endpoint_url
             else self._client
+        )
+        # the fast presigner (same URLs as botocore, ~20x faster) wherever the endpoint is explicit
+        self._credentials: Any = session.get_credentials()
+        presign_endpoint = self.public_endpoint_url
+        self._fast: QueryPresigner | None = (
+            QueryPresigner(presign_endpoint, bucket, region_name)
+            if presign_endpoint and self._credentials is not None
+            else None
         )
 
     def describe(self) -> str:
@@ -227,6 +236,15 @@ class S3Store(ObjectStore):
     def _presign(self, operation: str, key: str, ttl_seconds: int, params: dict[str, str]) -> str:
         if not 1 <= ttl_seconds <= MAX_URL_TTL_SECONDS:
             raise ValueError(f"URL lifetime must be 1..{MAX_URL_TTL_SECONDS} seconds")
+        if self._fast is not None:
+            frozen = self._credentials.get_frozen_credentials()
+            return self._fast.presign(
+                "PUT" if operation == "put_object" else "GET",
+                self._full(key),
+                ttl_seconds,
+                Credentials(frozen.access_key, frozen.secret_key, frozen.token),
+                params.get("ContentMD5"),
+            )
         with self._errors(key):
             url: str = self._presigner.generate_presigned_url(
                 operation, Params={"Bucket": self.bucket, "Key": self._full(key), **params}, ExpiresIn=ttl_seconds

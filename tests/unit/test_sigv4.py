@@ -1,0 +1,81 @@
+"""The fast presigner produces exactly botocore's URLs (so every S3 accepts them)."""
+
+from __future__ import annotations
+
+import datetime
+from unittest import mock
+
+import boto3
+from botocore.config import Config
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
+
+keys = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=60)
+secrets = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=40)
+access_keys = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=4, max_size=20)
+tokens = st.none() | st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=60)
+moments = st.datetimes(min_value=datetime.datetime(2000, 1, 1), max_value=datetime.datetime(2099, 12, 31))
+endpoints = st.sampled_from(
+    [
+        "http://127.0.0.1:7480",
+        "https://s3.example.com",
+        "http://localhost:9000",
+        "https://minio.internal:443",
+        "http://s3.local:80",
+    ]
+)
+md5s = st.none() | st.binary(min_size=16, max_size=16).map(lambda b: __import__("base64").b64encode(b).decode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    endpoints,
+    st.sampled_from(["bucket", "my.bucket-1"]),
+    st.sampled_from(["us-east-1", "eu-central-1"]),
+    keys,
+    st.sampled_from(["GET", "PUT"]),
+    st.integers(1, 604800),
+    access_keys,
+    secrets,
+    tokens,
+    moments,
+    md5s,
+)
+def test_urls_are_exactly_botocores(
+    endpoint: str,
+    bucket: str,
+    region: str,
+    key: str,
+    method: str,
+    expires: int,
+    access: str,
+    secret: str,
+    token: str | None,
+    moment: datetime.datetime,
+    md5: str | None,
+) -> None:
+    session = boto3.session.Session(
+        aws_access_key_id=access, aws_secret_access_key=secret, aws_session_token=token, region_name=region
+    )
+    client = session.client(
+        "s3", endpoint_url=endpoint, config=Config(signature_version="s3v4", s3={"addressing_style": "path"})
+    )
+    params: dict[str, str] = {"Bucket": bucket, "Key": key}
+    if method == "PUT" and md5 is not None:
+        params["ContentMD5"] = md5
+    with mock.patch("botocore.auth.get_current_datetime", return_value=moment):
+        expected = client.generate_presigned_url(
+            "put_object" if method == "PUT" else "get_object", Params=params, ExpiresIn=expires
+        )
+    client.close()
+    ours = QueryPresigner(endpoint, bucket, region).presign(
+        method,
+        key,
+        expires,
+        Credentials(access, secret, token),
+        md5 if method == "PUT" else None,
+        now=moment.replace(tzinfo=datetime.UTC).timestamp(),
+    )
+    assert ours == expected

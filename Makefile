@@ -14,12 +14,12 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps serve test test-faults test-unit lint typecheck specs demo s3-start s3-stop clean
+.PHONY: install node-deps serve test test-faults test-unit lint typecheck specs demo bench s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -56,6 +56,10 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy
+
+# Benchmarks against s5cmd and the simple protocol on a private local S3 (about 12 minutes on 2 cores).
+bench: install
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # The whole story on the embedded server: Spark ingest, push, pull, ingest more, sync back.
 demo: install

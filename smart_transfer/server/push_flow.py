@@ -112,7 +112,7 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
         state.required[(ref.kind, ref.physical_hash)] = ref
 
 
-def _list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
+def list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
     """One listing per kind: what the store holds for this dataset (pages of 1000 keys on S3)."""
     listing: dict[str, ObjectInfo] = {}
     for kind in ObjectKind:
@@ -141,7 +141,7 @@ def _negotiate(
             transfers.append(PushObjectTransfer(object_file=item, transfer=SkipUpload()))
             continue
         if state.listing is None:
-            state.listing = _list_objects(dataset)
+            state.listing = list_objects(dataset)
         listed = state.listing.get(dataset.object_key(ref))
         if listed is not None and listed.size == ref.size and listed.etag == _md5_hex(item.md5):
             # uploaded by an earlier, unfinished push: verified by size and MD5, so not sent again
@@ -158,7 +158,7 @@ def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip
     pending = [(key, ref) for key, ref in state.required.items() if not dataset.has_object(ref)]
     failures: list[str] = []
     if pending:
-        listing = _list_objects(dataset)
+        listing = list_objects(dataset)
         for key, ref in pending:
             info = listing.get(dataset.object_key(ref))
             md5 = state.promised_md5.get(key)

@@ -45,6 +45,7 @@ from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import block_key
 from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import error_response
+from smart_transfer.server.push_flow import list_objects
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage.s3 import S3Store
 
@@ -58,6 +59,8 @@ DatasetParam = Annotated[
 ]
 HashParam = Annotated[str, Path(description="multihash, multibase base16 (f1220 + 64 hex)", pattern=HASH_PATTERN)]
 KindParam = Annotated[str, Path(description="object kind", pattern="^(data|checkpoints)$")]
+#: Above this many objects to check, the head move lists the store instead of asking per object.
+LISTING_THRESHOLD = 20
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
 
@@ -338,11 +341,13 @@ def rest_router(state: ServerState) -> APIRouter:
                 raise RestError(
                     400, "MissingObjects", f"checkpoint manifest {ref.physical_hash} not uploaded"
                 ) from None
+        pending = [ref for ref in objects_of(walked, manifests) if not repo.has_object(ref)]
+        # one listing instead of one HEAD per object when there are many to check
+        listed = list_objects(repo) if len(pending) > LISTING_THRESHOLD else None
         missing = []
-        for ref in objects_of(walked, manifests):
-            if repo.has_object(ref):
-                continue
-            info = store.head(repo.object_key(ref))
+        for ref in pending:
+            key = repo.object_key(ref)
+            info = listed.get(key) if listed is not None else store.head(key)
             if info is None or info.size != ref.size:
                 missing.append(f"{ref.kind.value}/{ref.physical_hash}")
         if missing:

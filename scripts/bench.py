@@ -1,0 +1,435 @@
+"""`make bench`: smart-transfer against its real baselines, on the same machine, in the same run.
+
+Starts a private local S3 (Ceph RGW) and a smart-transfer server on it, then runs each case with
+interleaved repetitions of: smart push/pull, simple-protocol push/pull (the REST routes), and the raw
+lower bound, s5cmd copying the same objects to/from the same bucket with the same parallelism.
+
+Cases: (a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move: an up-to-date
+pull, and a push resumed after an attempt that uploaded every object but died before committing;
+(d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3).
+
+Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios.
+Speed is measured here, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+CLI = [str(BIN / "smart-transfer")]
+S5CMD = str(BIN / "s5cmd")
+PARALLEL = 16
+
+
+@dataclass
+class Series:
+    case: str
+    op: str
+    seconds: list[float] = field(default_factory=list)
+    objects: int = 0
+    bytes: int = 0
+
+    def row(self) -> dict[str, Any]:
+        median = statistics.median(self.seconds)
+        return {
+            "case": self.case,
+            "op": self.op,
+            "median_s": round(median, 3),
+            "min_s": round(min(self.seconds), 3),
+            "max_s": round(max(self.seconds), 3),
+            "runs": len(self.seconds),
+            "objects_per_s": round(self.objects / median, 1) if self.objects and median else None,
+            "mib_per_s": round(self.bytes / 2**20 / median, 1) if self.bytes and median else None,
+        }
+
+
+def free_port_pair() -> int:
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port < 65000:
+            with socket.socket() as other:
+                try:
+                    other.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def timed(command: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, str]:
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} failed: {result.stderr[-2000:]}")
+    return elapsed, result.stdout
+
+
+class Bench:
+    def __init__(self, work: Path, reps: int) -> None:
+        self.work = work
+        self.reps = reps
+        self.series: dict[tuple[str, str], Series] = {}
+        self.extra: dict[str, Any] = {}
+
+    def record(self, case: str, op: str, seconds: float, objects: int = 0, size: int = 0) -> None:
+        series = self.series.setdefault((case, op), Series(case, op, objects=objects, bytes=size))
+        series.seconds.append(seconds)
+        print(f"  {case:<22} {op:<18} {seconds:8.3f} s", flush=True)
+
+    # -- environment ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.s3_dir = self.work / "s3"
+        port = free_port_pair()
+        out = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "s3-local.sh"), "start", str(self.s3_dir), str(port)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        found = dict(re.findall(r"^export (\w+)=(.*)$", out, re.M))
+        os.environ.update(found)  # the in-process boto3 of case (e) signs with these too
+        self.env = {**os.environ, **found}
+        self.endpoint = self.env["SMART_TRANSFER_TEST_S3_ENDPOINT"]
+        self.bucket = self.env["SMART_TRANSFER_TEST_S3_BUCKET"]
+        self.server_log = (self.work / "server.log").open("w")
+        self.server = subprocess.Popen(
+            [
+                *CLI,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--root",
+                str(self.work / "server"),
+                "--s3-endpoint",
+                self.endpoint,
+                "--s3-bucket",
+                self.bucket,
+                "--s3-prefix",
+                "bench",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.server_log,
+            text=True,
+            env=self.env,
+        )
+        assert self.server.stdout is not None
+        line = self.server.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
+        if not match:
+            raise RuntimeError(f"server did not start: {line}")
+        self.url = match.group(1)
+
+    def stop(self) -> None:
+        self.server.terminate()
+        self.server.wait(10)
+        subprocess.run(["bash", str(ROOT / "scripts" / "s3-local.sh"), "stop", str(self.s3_dir)], check=False)
+
+    def s5(self, *args: str) -> float:
+        return timed([S5CMD, "--endpoint-url", self.endpoint, "--numworkers", str(PARALLEL), *args], self.env)[0]
+
+    def cli(self, *args: str) -> tuple[float, dict[str, Any]]:
+        elapsed, out = timed([*CLI, *args], self.env)
+        return elapsed, json.loads(out) if out.strip().startswith("{") else {}
+
+    # -- datasets ---------------------------------------------------------------------------------
+
+    def make_dataset(self, name: str, count: int, size: int) -> tuple[Path, Path]:
+        source = self.work / f"src-{name}"
+        source.mkdir()
+        for i in range(count):
+            (source / f"{i:06d}.bin").write_bytes(os.urandom(size))
+        workspace = self.work / f"ws-{name}"
+        files = sorted(str(p) for p in source.iterdir())
+        for start in range(0, len(files), 2000):  # argv stays small
+            subprocess.run(
+                [*CLI, "add", name, *files[start : start + 2000], "--workspace", str(workspace)],
+                check=True,
+                capture_output=True,
+                env=self.env,
+            )
+        return source, workspace
+
+    def transfer_case(self, case: str, name: str, count: int, size: int) -> None:
+        print(f"case {case}: {count} x {size} bytes", flush=True)
+        source, workspace = self.make_dataset(name, count, size)
+        total = count * size
+        for rep in range(self.reps):
+            remote = f"{self.url}/{name}-{rep}"
+            seconds, _ = self.cli(
+                "push", name, remote, "--json", "--parallel", str(PARALLEL), "--workspace", str(workspace)
+            )
+            self.record(case, "smart push", seconds, count, total)
+            seconds, _ = self.cli(
+                "pull",
+                remote,
+                "--json",
+                "--parallel",
+                str(PARALLEL),
+                "--workspace",
+                str(self.work / f"pull-{name}-{rep}"),
+            )
+            self.record(case, "smart pull", seconds, count, total)
+            simple = f"{self.url}/{name}-simple-{rep}"
+            seconds, _ = self.cli(
+                "push",
+                name,
+                simple,
+                "--protocol",
+                "simple",
+                "--json",
+                "--parallel",
+                str(PARALLEL),
+                "--workspace",
+                str(workspace),
+            )
+            self.record(case, "simple push", seconds, count, total)
+            seconds, _ = self.cli(
+                "pull",
+                simple,
+                "--protocol",
+                "simple",
+                "--json",
+                "--parallel",
+                str(PARALLEL),
+                "--workspace",
+                str(self.work / f"simple-{name}-{rep}"),
+            )
+            self.record(case, "simple pull", seconds, count, total)
+            target = f"s3://{self.bucket}/s5/{name}-{rep}/"
+            self.record(case, "s5cmd upload", self.s5("cp", f"{source}/*", target), count, total)
+            down = self.work / f"s5-{name}-{rep}"
+            down.mkdir()
+            self.record(case, "s5cmd download", self.s5("cp", f"{target}*", f"{down}/"), count, total)
+            # free the RAM-backed store and the disk between repetitions
+            self.s5("rm", f"{target}*")
+            for path in (down, self.work / f"pull-{name}-{rep}", self.work / f"simple-{name}-{rep}"):
+                shutil.rmtree(path, ignore_errors=True)
+            subprocess.run(
+                [S5CMD, "--endpoint-url", self.endpoint, "rm", f"s3://{self.bucket}/bench/{name}-simple-{rep}/data/*"],
+                env=self.env,
+                capture_output=True,
+                check=False,
+            )
+        self.extra[f"{case}_workspace"] = str(workspace)
+
+    def nothing_to_move(self, name: str) -> None:
+        print("case c: nothing to move", flush=True)
+        workspace = Path(self.extra["a_workspace"])
+        remote = f"{self.url}/{name}-0"
+        pulled = self.work / "uptodate"
+        self.cli("pull", remote, "--json", "--workspace", str(pulled))
+        for _ in range(self.reps):
+            seconds, summary = self.cli("pull", remote, "--json", "--workspace", str(pulled))
+            assert summary["up_to_date"], summary
+            self.record("c up-to-date pull", "smart pull", seconds)
+        die = (
+            "import os, sys\n"
+            "import smart_transfer.client.sdk as sdk\n"
+            "original = sdk.ClientSession.request\n"
+            "async def request(self, message):\n"
+            "    if type(message).__name__ == 'DatasetPushComplete':\n"
+            "        os._exit(9)  # every object uploaded; die before the commit\n"
+            "    return await original(self, message)\n"
+            "sdk.ClientSession.request = request\n"
+            "from smart_transfer.client.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))\n"
+        )
+        for rep in range(self.reps):
+            target = f"{self.url}/{name}-resume-{rep}"
+            subprocess.run(
+                [sys.executable, "-c", die, "push", name, target, "--workspace", str(workspace)],
+                env=self.env,
+                capture_output=True,
+                check=False,
+            )
+            seconds, summary = self.cli("push", name, target, "--json", "--workspace", str(workspace))
+            assert summary["objects_transferred"] == 0, summary
+            self.record("c resumed push", "smart push", seconds)
+
+    def long_chain(self, blocks: int) -> None:
+        print(f"case d: {blocks}-block chain", flush=True)
+        build = (
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from smart_transfer.repo import Workspace\n"
+            "from smart_transfer.model import AddData\n"
+            "with Workspace(Path(sys.argv[1])) as ws:\n"
+            "    ws.dataset('chain').append([AddData(new_watermark='2024-01-01T00:00:00Z')] * int(sys.argv[2]))\n"
+        )
+        workspace = self.work / "ws-chain"
+        subprocess.run([sys.executable, "-c", build, str(workspace), str(blocks - 1)], check=True, env=self.env)
+        seconds, _ = self.cli("push", "chain", f"{self.url}/chain", "--json", "--workspace", str(workspace))
+        self.extra["d_setup_push_s"] = round(seconds, 2)
+        for rep in range(self.reps):
+            seconds, summary = self.cli(
+                "pull", f"{self.url}/chain", "--json", "--workspace", str(self.work / f"chain-{rep}")
+            )
+            assert summary["blocks"] == blocks, summary
+            self.record("d 100k-block pull", "smart pull", seconds)
+
+    def presigning(self, count: int) -> None:
+        print(f"case e: {count} presigned URLs", flush=True)
+        import boto3
+        from botocore.config import Config
+
+        from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
+
+        client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+        )
+        frozen = boto3.session.Session().get_credentials().get_frozen_credentials()  # type: ignore[union-attr]
+        ours = QueryPresigner(self.endpoint, self.bucket, "us-east-1")
+        credentials = Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+        for _ in range(self.reps):
+            started = time.perf_counter()
+            for i in range(count):
+                client.generate_presigned_url(
+                    "get_object", Params={"Bucket": self.bucket, "Key": f"k/{i}"}, ExpiresIn=300
+                )
+            self.record("e presign", "boto3", time.perf_counter() - started, count)
+            started = time.perf_counter()
+            for i in range(count):
+                ours.presign("GET", f"k/{i}", 300, credentials)
+            self.record("e presign", "smart-transfer", time.perf_counter() - started, count)
+        # and the real S3 server accepts what it signs
+        import urllib.request
+
+        client.put_object(Bucket=self.bucket, Key="probe", Body=b"ok")
+        with urllib.request.urlopen(ours.presign("GET", "probe", 60, credentials)) as response:
+            self.extra["e_signed_url_accepted"] = response.read() == b"ok"
+
+
+def machine() -> dict[str, Any]:
+    import importlib.metadata as md
+
+    memory = next(
+        (line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")), "?"
+    )
+    versions = {p: md.version(p) for p in ("smart-transfer", "aiohttp", "boto3", "websockets", "uvicorn", "s5cmd")}
+    return {
+        "cores": os.cpu_count(),
+        "memory_kib": int(memory),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+    }
+
+
+def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by = {(r["case"], r["op"]): r["median_s"] for r in rows}
+    out = []
+    for (case, op), median in by.items():
+        if not op.startswith("smart"):
+            continue
+        verb = "upload" if "push" in op else "download"
+        base = by.get((case, f"s5cmd {verb}"))
+        simple = by.get((case, op.replace("smart", "simple")))
+        out.append(
+            {
+                "case": case,
+                "op": op,
+                "vs_s5cmd": round(median / base, 2) if base else None,
+                "simple_speedup": round(simple / median, 1) if simple else None,
+            }
+        )
+    return out
+
+
+def chart(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r["vs_s5cmd"] is not None]
+    labels = [f"{r['case']}\n{r['op']}" for r in shown]
+    figure, axis = plt.subplots(figsize=(8, 4))
+    axis.bar(labels, [r["vs_s5cmd"] for r in shown], color="#4477aa")
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.axhline(1.5, color="#cc6677", linestyle="--", linewidth=0.8, label="target: at most 1.5x")
+    axis.set_ylabel("median time / s5cmd median time")
+    axis.set_title("smart-transfer vs s5cmd (lower is better)")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--small", type=int, default=10_000, help="objects in case (a)")
+    parser.add_argument("--large", type=int, default=16, help="objects of 64 MiB in case (b)")
+    parser.add_argument("--chain", type=int, default=100_000, help="blocks in case (d)")
+    parser.add_argument("--presign", type=int, default=20_000, help="URLs per run in case (e)")
+    args = parser.parse_args()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
+        bench = Bench(Path(work), args.reps)
+        bench.start()
+        try:
+            bench.presigning(args.presign)
+            bench.transfer_case("a", "small", args.small, 4096)
+            bench.nothing_to_move("small")
+            bench.transfer_case("b", "large", args.large, 64 * 2**20)
+            bench.long_chain(args.chain)
+        finally:
+            bench.stop()
+    rows = [s.row() for s in bench.series.values()]
+    result = {
+        "machine": machine(),
+        "rows": rows,
+        "ratios": ratios(rows),
+        "extra": bench.extra,
+        "total_s": round(time.monotonic() - started, 1),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = ROOT / "bench-results"
+    out.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for name in (f"bench-{stamp}.json", "latest.json"):
+        (out / name).write_text(json.dumps(result, indent=2))
+    chart(result["ratios"], out / "latest.png")
+    print(f"\n{'case':<22} {'op':<18} {'median s':>9} {'min':>8} {'max':>8} {'obj/s':>9} {'MiB/s':>8}")
+    for r in rows:
+        print(
+            f"{r['case']:<22} {r['op']:<18} {r['median_s']:>9} {r['min_s']:>8} {r['max_s']:>8} "
+            f"{r['objects_per_s'] or '':>9} {r['mib_per_s'] or '':>8}"
+        )
+    print(f"\n{'case':<22} {'op':<18} {'x s5cmd':>8} {'simple/smart':>13}")
+    for r in result["ratios"]:
+        print(f"{r['case']:<22} {r['op']:<18} {r['vs_s5cmd'] or '':>8} {r['simple_speedup'] or '':>13}")
+    print(
+        f"\nmachine: {result['machine']['cores']} cores, {result['machine']['memory_kib'] // 1024} MiB; "
+        f"total {result['total_s']} s; results in bench-results/latest.json and latest.png"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import logging
 import random
@@ -252,19 +253,31 @@ class Client:
             blocks, manifests = await asyncio.to_thread(_decode_tarball, tarball.data)
             base = self._pull_base(dataset, local_tip, answer, blocks)
             refs = objects_of(blocks, manifests)
+            # blocks are invisible until head moves: write them while the objects download
+            writing_blocks = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, blocks))
             missing = await asyncio.to_thread(dataset.objects_missing, refs)
             summary.objects_skipped = len(refs) - len(missing)
             known = {(r.kind, r.physical_hash) for r in missing}
             missing += [r for r in repairs if (r.kind, r.physical_hash) not in known]
             summary.objects_repaired = len(repairs)
             meter = _Meter("pull", len(missing), sum(r.size for r in missing), self.progress)
-            result = await self._move_pull(session, dataset, missing, meter, answer.max_objects_per_page)
+            try:
+                result = await self._move_pull(session, dataset, missing, meter, answer.max_objects_per_page)
+            finally:
+                await writing_blocks
             summary.objects_transferred = result.transferred
             summary.bytes_transferred = result.bytes
             summary.urls_refreshed = result.refreshed_urls
             if blocks:
                 new_tip = await asyncio.to_thread(
-                    dataset.commit, local_tip.head if local_tip else None, base, blocks, manifests
+                    functools.partial(
+                        dataset.commit,
+                        local_tip.head if local_tip else None,
+                        base,
+                        blocks,
+                        manifests,
+                        blocks_stored=True,
+                    )
                 )
                 await asyncio.to_thread(install_latest, self.workspace.root, dataset, blocks, manifests)
             else:

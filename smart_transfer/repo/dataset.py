@@ -6,8 +6,9 @@ import contextlib
 import secrets
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+import orjson
 
 from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model import (
@@ -28,8 +29,6 @@ from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_k
 from smart_transfer.storage import ObjectNotFound, ObjectStore
 from smart_transfer.storage.local import LocalStore
 
-#: Concurrent block writes during a commit.
-BLOCK_WRITE_PARALLELISM = 32
 #: Longest chain walked back when bringing the index up to date from the store.
 MAX_CHAIN_WALK = 10_000_000
 
@@ -70,6 +69,22 @@ def objects_of(
                     (ObjectKind.CHECKPOINT, file.physical_hash),
                     ObjectRef(ObjectKind.CHECKPOINT, file.physical_hash, file.size),
                 )
+    return list(seen.values())
+
+
+def committed_refs(blocks: Iterable[bytes]) -> list[ObjectRef]:
+    """What blocks this repository validated at commit reference, read without re-validating them
+    (a light JSON parse): the server plans pulls of 100,000-block chains with this."""
+    seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
+    for data in blocks:
+        event = orjson.loads(data)["event"]
+        if event["type"] != AddData.TYPE:
+            continue
+        for field_name, kind in (("new_data", ObjectKind.DATA), ("new_checkpoint", ObjectKind.CHECKPOINT)):
+            entry = event.get(field_name)
+            if entry is not None:
+                ref = ObjectRef(kind, Multihash.parse(entry["physical_hash"]), entry["size"])
+                seen.setdefault((kind, ref.physical_hash), ref)
     return list(seen.values())
 
 
@@ -262,12 +277,9 @@ class DatasetRepository:
         except ModelError as exc:
             raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash}: {exc}") from None
 
-    def manifests_of(self, blocks: Iterable[NewBlock]) -> dict[Multihash, bytes]:
-        """The manifest bytes of every checkpoint ``blocks`` reference (from the store)."""
-        out: dict[Multihash, bytes] = {}
-        for ref in checkpoint_refs(blocks):
-            out[ref.physical_hash] = self.read_manifest(ref).encode()
-        return out
+    def manifests_of(self, refs: Iterable[ObjectRef]) -> dict[Multihash, CheckpointManifest]:
+        """The manifest of every checkpoint among ``refs`` (from the store)."""
+        return {r.physical_hash: self.read_manifest(r) for r in refs if r.kind is ObjectKind.CHECKPOINT}
 
     def has_object(self, ref: ObjectRef) -> bool:
         """Whether the object is known present (from the index: no round trip to the store)."""
@@ -301,11 +313,14 @@ class DatasetRepository:
         base: ChainTip | None,
         blocks: Sequence[NewBlock],
         manifests: Mapping[Multihash, CheckpointManifest] | None = None,
+        *,
+        blocks_stored: bool = False,
     ) -> ChainTip:
         """Store ``blocks`` (which extend ``base``, a block on the current chain or None for a new
-        chain) and move head from ``expected_head`` to the last of them by compare-and-swap.
-        Every referenced object must already be in the store. Raises HeadMoved when head was not
-        ``expected_head``; then nothing visible changed."""
+        chain; skipped when ``blocks_stored``, i.e. the caller already wrote them with store_blocks)
+        and move head from ``expected_head`` to the last of them by compare-and-swap. Every referenced
+        object must already be in the store. Raises HeadMoved when head was not ``expected_head``;
+        then nothing visible changed."""
         if not blocks:
             raise ValueError("nothing to commit")
         with self._lock:
@@ -314,7 +329,8 @@ class DatasetRepository:
             if actual != expected_head:
                 raise HeadMoved(str(expected_head) if expected_head else None, str(actual) if actual else None)
             validate_extension(base, ((b.hash, b.block) for b in blocks))
-            self._store_blocks(blocks)
+            if not blocks_stored:
+                self.store_blocks(blocks)
             new_head = str(blocks[-1].hash).encode()
             expected = str(expected_head).encode() if expected_head is not None else None
             if not self.store.compare_and_swap(head_key(self.name), expected, new_head):
@@ -323,15 +339,10 @@ class DatasetRepository:
             # when base is below the old tip (a forced rewrite) the index drops the replaced entries
             return self._record(current, base, blocks, manifests)
 
-    def _store_blocks(self, blocks: Sequence[NewBlock]) -> None:
-        """Write block objects (content-addressed, so re-writing one is harmless), in parallel:
-        one request each on S3, and a 10,000-block push must not wait for them one by one."""
-        if len(blocks) < 8:
-            for item in blocks:
-                self.store.create_if_absent(block_key(self.name, item.hash), item.data)
-            return
-        with ThreadPoolExecutor(max_workers=BLOCK_WRITE_PARALLELISM) as pool:
-            list(pool.map(lambda b: self.store.create_if_absent(block_key(self.name, b.hash), b.data), blocks))
+    def store_blocks(self, blocks: Sequence[NewBlock]) -> None:
+        """Write block objects in parallel (content-addressed: re-writing one is harmless). A
+        10,000-block push must not wait for them one request at a time."""
+        self.store.put_many([(block_key(self.name, b.hash), b.data) for b in blocks])
 
     def append(self, events: Iterable[Event], dataset_id: str | None = None) -> ChainTip:
         """Append blocks for ``events`` on top of the current head (creating the dataset with a Seed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from smart_transfer.checkpoint.manifest import decode_manifest
 from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import (
@@ -21,7 +20,7 @@ from smart_transfer.protocol.messages import (
     TransferPlan,
 )
 from smart_transfer.protocol.tarball import pack_blocks
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, objects_of
+from smart_transfer.repo.dataset import DatasetRepository, ObjectRef, committed_refs
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
@@ -42,7 +41,7 @@ def check_page(items: list[ObjectFile], settings: ServerSettings) -> None:
 
 def _plan(
     dataset: DatasetRepository, request: DatasetPullRequest
-) -> tuple[ChainTip, Multihash | None, list[tuple[Multihash, bytes]], dict[Multihash, bytes]]:
+) -> tuple[ChainTip, Multihash | None, list[tuple[Multihash, bytes]], list[ObjectRef], dict[Multihash, bytes]]:
     """Decide what the pull moves (runs in a worker thread: it reads the index and maybe the store)."""
     tip = dataset.tip()
     if tip is None:
@@ -71,17 +70,22 @@ def _plan(
                 {"remote_head": str(tip.head)},
             )
     blocks = list(dataset.blocks_after(target, begin_after))
-    manifests = dataset.manifests_of(NewBlock.decode(data) for _, data in blocks)
-    return target, begin_after, blocks, manifests
+    refs = committed_refs(data for _, data in blocks)
+    manifests = dataset.manifests_of(refs)
+    seen = {(r.kind, r.physical_hash) for r in refs}
+    for manifest in manifests.values():  # each checkpoint's files travel as objects too
+        for item in manifest.files:
+            if (ObjectKind.CHECKPOINT, item.physical_hash) not in seen:
+                seen.add((ObjectKind.CHECKPOINT, item.physical_hash))
+                refs.append(ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size))
+    return target, begin_after, blocks, refs, {h: m.encode() for h, m in manifests.items()}
 
 
 async def run_pull(session: ServerSession, dataset: DatasetRepository, settings: ServerSettings) -> None:
     """Drive one pull session to its end (errors propagate to the caller, which reports them)."""
     request = await session.receive_expected(DatasetPullRequest)
     assert isinstance(request, DatasetPullRequest)
-    target, begin_after, blocks, manifests = await asyncio.to_thread(_plan, dataset, request)
-    decoded = {h: decode_manifest(content) for h, content in manifests.items()}
-    refs = objects_of([NewBlock.decode(data) for _, data in blocks], decoded)
+    target, begin_after, blocks, refs, manifests = await asyncio.to_thread(_plan, dataset, request)
     plan = TransferPlan(num_blocks=len(blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
     await session.send(
         DatasetPullResponse(

@@ -368,10 +368,11 @@ def rest_router(state: ServerState) -> APIRouter:
         try:
             repo = _dataset(state, dataset)
             wanted = _hash(block_hash)
-            await run(_tip, repo)
+            # content-addressed: cached bytes are valid whatever the head; sync only on a miss
             data = await run(repo.index.block_bytes, repo.name, wanted)
             if data is None:
-                data = await run(_stored_block, repo, wanted)
+                await run(_tip, repo)
+                data = await run(repo.index.block_bytes, repo.name, wanted) or await run(_stored_block, repo, wanted)
         except RestError as exc:
             return failed(exc)
         return Response(
@@ -457,8 +458,10 @@ def rest_router(state: ServerState) -> APIRouter:
         try:
             repo = _dataset(state, dataset)
             object_kind, wanted = _object_ref(repo, kind, object_hash)
-            await run(_tip, repo)
             size = await run(repo.index.object_size, repo.name, object_kind, wanted)
+            if size is None:  # maybe committed by another server since: sync the head once and look again
+                await run(_tip, repo)
+                size = await run(repo.index.object_size, repo.name, object_kind, wanted)
             if size is None:
                 raise RestError(404, "NotFound", f"no {kind} object {wanted} in {repo.name}")
             key = repo.object_key(ObjectRef(object_kind, wanted, size))

@@ -6,7 +6,8 @@ import base64
 import hashlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from smart_transfer.storage.errors import InvalidKey
 DEFAULT_URL_TTL_SECONDS = 300
 #: Longest lifetime a caller may ask for.
 MAX_URL_TTL_SECONDS = 7 * 24 * 3600
+#: Concurrent requests of ``put_many``.
+DEFAULT_PUT_PARALLELISM = 32
 #: Chunk size used when streaming objects.
 STREAM_CHUNK_BYTES = 1024 * 1024
 
@@ -147,6 +150,15 @@ class ObjectStore(ABC):
         self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
     ) -> PresignedRequest:
         """A PUT of ``key``; with ``content_md5`` (base64) the store refuses any other body."""
+
+    def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
+        """Store many small objects (e.g. content-addressed blocks), ``parallelism`` at a time."""
+        if len(items) < 8:
+            for key, data in items:
+                self.put(key, data)
+            return
+        with ThreadPoolExecutor(max_workers=parallelism) as pool:
+            list(pool.map(lambda item: self.put(*item), items))
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""

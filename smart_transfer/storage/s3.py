@@ -11,16 +11,19 @@ A plain copy of the value is also written to ``{key}`` for people and tools brow
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import boto3
+import urllib3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from smart_transfer.storage.base import (
+    DEFAULT_PUT_PARALLELISM,
     DEFAULT_URL_TTL_SECONDS,
     MAX_URL_TTL_SECONDS,
     ObjectInfo,
@@ -28,12 +31,15 @@ from smart_transfer.storage.base import (
     PresignedRequest,
     check_key,
     check_prefix,
+    md5_base64,
 )
 from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageUnavailable
 from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 
 #: Connections boto3 keeps open to the endpoint (server-side calls; clients transfer directly).
 DEFAULT_MAX_CONNECTIONS = 64
+#: Retries of one bulk PUT (connection errors and 5xx), with backoff.
+BULK_RETRIES = urllib3.Retry(total=4, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504), allowed_methods=None)
 #: Generation numbers are written inverted so the newest sorts first.
 _GENERATION_BASE = 10**19 - 1
 #: References are small objects (a hash); larger values are refused.
@@ -93,6 +99,14 @@ class S3Store(ObjectStore):
             if presign_endpoint and self._credentials is not None
             else None
         )
+        # and for the server's own bulk writes to the endpoint it reaches
+        self._fast_internal: QueryPresigner | None = (
+            QueryPresigner(endpoint_url, bucket, region_name)
+            if endpoint_url and self._credentials is not None
+            else None
+        )
+        self._http: urllib3.PoolManager | None = None
+        self._max_connections = max_connections
 
     def describe(self) -> str:
         where = self.endpoint_url or "AWS S3"
@@ -263,5 +277,35 @@ class S3Store(ObjectStore):
         headers = {"Content-MD5": content_md5} if content_md5 else {}
         return PresignedRequest("PUT", self._presign("put_object", key, ttl_seconds, params), expires, headers)
 
+    def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
+        """Many small PUTs through presigned URLs and a pooled urllib3 client: boto3 spends ~1 ms of
+        CPU per request and waits for ``100 Continue`` on every PUT; this does neither."""
+        if self._fast_internal is None or len(items) < 8:
+            super().put_many(items, parallelism)
+            return
+        if self._http is None:
+            self._http = urllib3.PoolManager(maxsize=max(parallelism, self._max_connections), block=True)
+        frozen = self._credentials.get_frozen_credentials()
+        credentials = Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+        http, presigner = self._http, self._fast_internal
+
+        def put(item: tuple[str, bytes]) -> None:
+            key, data = item
+            md5 = md5_base64(data)
+            url = presigner.presign("PUT", self._full(key), 300, credentials, md5)
+            try:
+                response = http.request(
+                    "PUT", url, body=data, headers={"Content-MD5": md5}, retries=BULK_RETRIES, timeout=60.0
+                )
+            except urllib3.exceptions.HTTPError as exc:
+                raise StorageUnavailable(f"S3 at {self.endpoint_url} unreachable: {exc}") from None
+            if response.status != 200:
+                raise StorageUnavailable(f"S3 refused a write to {key}: HTTP {response.status}")
+
+        with ThreadPoolExecutor(max_workers=parallelism) as pool:
+            list(pool.map(put, items))
+
     def close(self) -> None:
         self._client.close()
+        if self._http is not None:
+            self._http.clear()

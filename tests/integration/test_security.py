@@ -275,3 +275,45 @@ def test_names_and_hashes_never_reach_outside_the_root(local_server: ServerProce
         assert exc.response.status_code in (403, 404)
     assert canary.read_text() == "secret canary"
     assert sorted(p.name for p in local_server.root.parent.iterdir()) == before
+
+
+def _masked_text_frame(text: str) -> bytes:
+    payload = text.encode()
+    mask = os.urandom(4)
+    header = (
+        bytes([0x81, 0x80 | len(payload)])
+        if len(payload) < 126
+        else bytes([0x81, 0xFE]) + len(payload).to_bytes(2, "big")
+    )
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_a_client_that_stops_reading_is_closed_with_bounded_memory(server_factory: Any, tmp_path: Path) -> None:
+    import socket
+
+    server: ServerProcess = server_factory("--session-timeout", "3")
+    run_cli("add", "reader", *map(str, make_files(tmp_path / "in", 300, 10)), workspace=tmp_path / "a")
+    assert run_cli("push", "reader", f"{server.url}/reader", workspace=tmp_path / "a").returncode == 0
+    before = _rss_kib(server.process.pid)
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as raw:
+        raw.sendall(
+            f"GET /reader/pull HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            f"Sec-WebSocket-Protocol: {SUBPROTOCOL}\r\n\r\n".encode()
+        )
+        time.sleep(0.5)
+        # ask for everything, then never read: the server's answers pile up on its side of the socket
+        raw.sendall(_masked_text_frame('{"type": "DatasetPullRequest"}'))
+        raw.sendall(_masked_text_frame('{"type": "DatasetPullMetadataRequest"}'))
+        time.sleep(5)  # beyond the 3 s session timeout
+        received = b""
+        started = time.monotonic()
+        while time.monotonic() - started < 20:
+            chunk = raw.recv(65536)
+            if not chunk:
+                break  # the server closed the connection
+            received += chunk
+        assert b"Timeout" in received  # the typed error was sent before the close
+    assert _rss_kib(server.process.pid) - before < 50 * 1024
+    assert httpx.get(server.url + "/").status_code == 200

@@ -229,6 +229,14 @@ class DatasetRepository:
                 with contextlib.suppress(CorruptRepository):  # servable without its files; verify reports it
                     known[ref.physical_hash] = self.read_manifest(ref)
         objects.extend((ref.kind, ref.physical_hash, ref.size) for ref in objects_of(blocks, known))
+        if old_tip is not None and (base is None or base.sequence_number < old_tip.sequence_number):
+            # a rewrite: the replaced blocks' objects may be collected by gc later, so stop claiming
+            # them present (those the new chain references again are recorded below)
+            replaced = self.index.hashes_between(
+                self.name, base.sequence_number + 1 if base is not None else 0, old_tip.sequence_number
+            )
+            dropped = committed_refs(self.block_bytes(h) for h in replaced)
+            self.index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
         self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks))
         self.index.advance(self.name, old_tip, new_tip, entries, objects)
         return new_tip

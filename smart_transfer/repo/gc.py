@@ -1,22 +1,24 @@
-"""Orphan clean-up (seed 003): delete data and checkpoint objects that no stored block references and
-that are older than a grace period - what failed or abandoned pushes leave behind.
+"""Orphan clean-up (seed 003): delete blocks that are not on a dataset's chain and objects that no
+block of the chain references, once they are older than a grace period: what failed, abandoned or
+out-raced pushes and forced rewrites leave behind.
 
-Safe by construction: blocks are never deleted, and an object referenced by *any* stored block (the
-current chain, a rewritten one, or a push that lost a race) is kept, so the server's index never
-names a deleted object. The grace period must be at least the server's session timeout: an object a
-running push uploaded is younger than that, because sessions end at the timeout.
+What a running push may still commit is younger than the grace period (sessions end at the server's
+session timeout, which the grace period must not be shorter than), and the objects such young blocks
+reference are kept too. The server's index forgets the objects of blocks a rewrite replaced, so it
+never claims a collected object is present.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
 from smart_transfer.checkpoint.manifest import decode_manifest
-from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError
+from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError, Multihash
 from smart_transfer.repo.dataset import NewBlock, objects_of
-from smart_transfer.repo.layout import ObjectKind, object_prefix
-from smart_transfer.storage import ObjectNotFound, ObjectStore
+from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_prefix
+from smart_transfer.storage import ObjectInfo, ObjectNotFound, ObjectStore
 
 #: Default grace period: the default session timeout.
 DEFAULT_GRACE_SECONDS = 3600.0
@@ -31,14 +33,8 @@ class GcReport:
     too_young: int = 0
 
 
-def _referenced(store: ObjectStore, dataset: DatasetName) -> set[str]:
-    """Keys of every object any stored block of ``dataset`` references (manifest files included)."""
-    blocks = []
-    for info in store.list(f"{dataset}/blocks/"):
-        try:
-            blocks.append(NewBlock.decode(store.get(info.key)))
-        except (ModelError, ObjectNotFound):
-            continue  # not a block: it references nothing
+def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -> set[str]:
+    """Keys of every object ``blocks`` reference, checkpoint files included."""
     manifests = {}
     for ref in (r for r in objects_of(blocks) if r.kind is ObjectKind.CHECKPOINT):
         try:
@@ -50,10 +46,30 @@ def _referenced(store: ObjectStore, dataset: DatasetName) -> set[str]:
     return {f"{dataset}/{r.kind.value}/{r.physical_hash}" for r in objects_of(blocks, manifests)}
 
 
+def _chain(store: ObjectStore, dataset: DatasetName) -> list[NewBlock]:
+    """The blocks reachable from the dataset's head (walked in the store, one read each)."""
+    raw = store.read_ref(head_key(dataset))
+    cursor = Multihash.parse(raw.decode().strip()) if raw else None
+    chain: list[NewBlock] = []
+    while cursor is not None:
+        item = NewBlock.decode(store.get(block_key(dataset, cursor)))
+        chain.append(item)
+        cursor = item.block.prev_block_hash
+    return chain
+
+
+def _delete(store: ObjectStore, info: ObjectInfo, report: GcReport, dry_run: bool) -> None:
+    report.deleted.append(info.key)
+    report.deleted_bytes += info.size
+    if not dry_run:
+        store.delete(info.key)
+
+
 def collect_garbage(
     store: ObjectStore, grace_seconds: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False
 ) -> GcReport:
-    """Delete (or, with ``dry_run``, only list) unreferenced objects older than ``grace_seconds``."""
+    """Delete (or, with ``dry_run``, only list) blocks off every chain and unreferenced objects older
+    than ``grace_seconds``."""
     report = GcReport()
     cutoff = time.time() - grace_seconds
     for child in list(store.list_children("")):
@@ -62,7 +78,19 @@ def collect_garbage(
         except InvalidDatasetName:
             continue
         report.datasets += 1
-        referenced = _referenced(store, dataset)
+        chain = _chain(store, dataset)
+        on_chain = {block_key(dataset, b.hash) for b in chain}
+        young: list[NewBlock] = []
+        for info in list(store.list(f"{dataset}/blocks/")):
+            if info.key in on_chain:
+                report.kept += 1
+            elif info.modified > cutoff:
+                report.too_young += 1
+                with contextlib.suppress(ModelError, ObjectNotFound):
+                    young.append(NewBlock.decode(store.get(info.key)))  # a push in flight may commit it
+            else:
+                _delete(store, info, report, dry_run)
+        referenced = _refs_of(store, dataset, chain + young)
         for kind in ObjectKind:
             for info in list(store.list(object_prefix(dataset, kind))):
                 if info.key in referenced:
@@ -70,10 +98,7 @@ def collect_garbage(
                 elif info.modified > cutoff:
                     report.too_young += 1
                 else:
-                    report.deleted.append(info.key)
-                    report.deleted_bytes += info.size
-                    if not dry_run:
-                        store.delete(info.key)
+                    _delete(store, info, report, dry_run)
     return report
 
 

@@ -76,6 +76,13 @@ class RepositoryIndex:
             batch.put(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()), _SEQ.pack(size))
         self._db.write(batch)
 
+    def forget_objects(self, dataset: DatasetName, objects: Iterable[tuple[ObjectKind, Multihash]]) -> None:
+        """Drop presence records (always safe: presence is a cache; the worst case is a re-upload)."""
+        batch = WriteBatch(raw_mode=True)
+        for kind, object_hash in objects:
+            batch.delete(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()))
+        self._db.write(batch)
+
     def record_blocks(self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
         """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain)."""
         batch = WriteBatch(raw_mode=True)

@@ -178,7 +178,7 @@ def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip
         return state.remote_tip
     expected = state.remote_tip.head if state.remote_tip is not None else None
     try:
-        return dataset.commit(expected, state.base, state.blocks, state.manifests)
+        return dataset.commit(expected, state.base, state.blocks, state.manifests, blocks_stored=True)
     except HeadMoved as exc:
         raise ProtocolError(
             ErrorCode.INVALID_HEAD,
@@ -204,6 +204,10 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
     tarball = await session.receive()
     assert isinstance(tarball, MetadataTarball)
     await asyncio.to_thread(_attach, dataset, state, request, tarball.data)
+    # Blocks are invisible until head moves, so write them while the client uploads the objects
+    # (a failed push leaves them for gc, like its objects).
+    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, state.blocks))
+    writing.add_done_callback(lambda task: task.cancelled() or task.exception())
     await session.send(
         DatasetPushMetadataAccepted(
             num_blocks=len(state.blocks),
@@ -219,6 +223,7 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
             await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
         elif isinstance(message, DatasetPushComplete):
             break
+    await writing
     new_tip = await asyncio.to_thread(_verify_and_commit, dataset, state)
     new_head = str(new_tip.head) if new_tip is not None else None
     if new_head is None:

@@ -353,7 +353,8 @@ def rest_router(state: ServerState) -> APIRouter:
         if missing:
             raise RestError(400, "MissingObjects", f"{len(missing)} object(s) not uploaded, first: {missing[0]}")
         try:
-            return repo.commit(expected, tip, walked, manifests)
+            # every walked block was read back from this repository above: it is stored already
+            return repo.commit(expected, tip, walked, manifests, blocks_stored=True)
         except HeadMoved as exc:
             raise RestError(412, "HeadMoved", str(exc)) from None
 

@@ -137,10 +137,11 @@ class LocalStore(ObjectStore):
         return self.adopt(key, self._write_temp(data), hashlib.md5(data).hexdigest())
 
     def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
-        """Many small content-addressed objects (blocks), written in place, one after another (threads
-        only contend for the GIL, and a temporary file plus rename costs 3x the syscalls: 100,000
-        blocks in 1.5 s instead of 4). A torn file from a crash is never visible: nothing references
-        it until head moves, every reader checks the hash, and the next write of it truncates it."""
+        """Many small content-addressed objects (blocks), one after another (threads only contend for
+        the GIL here). New files are created in place with O_EXCL, a third of the syscalls of a
+        temporary file and rename (100,000 blocks in ~1.5 s instead of ~4): until head references
+        them nobody reads them, and every reader checks the hash. An existing file of the right size
+        holds the same bytes and is left alone; a torn one (a crash) is replaced atomically."""
         del parallelism
         made: set[Path] = set()
         for key, data in items:
@@ -149,13 +150,17 @@ class LocalStore(ObjectStore):
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 made.add(dest.parent)
             try:
-                fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    os.write(fd, data)
-                finally:
-                    os.close(fd)
+                fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                if dest.stat().st_size != len(data):
+                    self.put(key, data)
+                continue
             except OSError as exc:
                 raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         check_key(key)

@@ -85,7 +85,9 @@ def test_gc_removes_only_orphans_older_than_the_grace_period(
     assert young["deleted"] == [] and young["too_young"] >= orphans
     dry = gc("--grace", "0", "--dry-run")
     mine = [k for k in dry["deleted"] if str(k).startswith(f"{abandoned}/")]  # type: ignore[union-attr]
-    assert len(mine) == orphans
+    assert len([k for k in mine if "/data/" in str(k)]) == orphans
+    # the blocks the abandoned push wrote early (never on a chain) go too; no other kind of key does
+    assert {str(k).split("/")[1] for k in mine} <= {"data", "blocks"}
     assert not any(str(k).startswith(f"{committed}/") for k in dry["deleted"])  # type: ignore[union-attr]
     assert remote_objects(smart_server, request, abandoned) == orphans  # dry run deleted nothing
     done = gc("--grace", "0")
@@ -96,3 +98,36 @@ def test_gc_removes_only_orphans_older_than_the_grace_period(
     assert verify(tmp_path / "b", committed)[0] == 0
     # and the abandoned push simply starts over
     assert run_cli("push", abandoned, f"{smart_server.url}/{abandoned}", workspace=a).returncode == 0
+
+
+def test_objects_of_a_rewritten_history_are_collected_and_uploaded_again(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    url = f"{smart_server.url}/{dataset_name}"
+    files = make_files(tmp_path / "in", 3, 1000)
+    run_cli("add", dataset_name, str(files[0]), workspace=a)
+    assert run_cli("push", dataset_name, url, workspace=a).returncode == 0
+    assert run_cli("pull", url, workspace=b).returncode == 0
+    run_cli("add", dataset_name, str(files[1]), workspace=a)
+    assert run_cli("push", dataset_name, url, workspace=a).returncode == 0
+    # B rewrites history without A's second file, and gc collects what the old history referenced
+    run_cli("add", dataset_name, str(files[2]), workspace=b)
+    assert run_cli("push", dataset_name, url, "--force", workspace=b).returncode == 0
+    s3 = request.getfixturevalue("s3_env") if smart_server.backend == "s3" else None  # type: ignore[attr-defined]
+    store_args = ["--root", str(smart_server.root)]
+    if s3 is not None:
+        prefix = next(str(x) for x in smart_server.process.args if str(x).startswith("srv-"))  # type: ignore[union-attr]
+        store_args += ["--s3-endpoint", s3.endpoint, "--s3-bucket", s3.bucket, "--s3-prefix", prefix]
+    gc = subprocess.run(
+        [*CLI, "gc", *store_args, "--grace", "0", "--json"], capture_output=True, text=True, check=False
+    )
+    assert gc.returncode == 0, gc.stderr
+    collected = [k for k in orjson.loads(gc.stdout)["deleted"] if "/data/" in k]
+    assert len(collected) == 1  # A's second file: referenced only by the replaced history
+    # A forces its history back: the server must not believe it still has that object
+    pushed = orjson.loads(run_cli("push", dataset_name, url, "--force", "--json", workspace=a).stdout)
+    assert pushed["objects_transferred"] >= 1
+    assert run_cli("pull", url, workspace=tmp_path / "c").returncode == 0
+    assert verify(tmp_path / "c", dataset_name, url)[1]["relation"] == "same"
+    assert verify(tmp_path / "c", dataset_name)[0] == 0

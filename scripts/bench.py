@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,10 @@ def timed(command: list[str], env: dict[str, str], cwd: Path | None = None) -> t
 
 
 class Bench:
-    def __init__(self, work: Path, reps: int) -> None:
+    def __init__(self, work: Path, reps: int, small: int = 10_000) -> None:
         self.work = work
         self.reps = reps
+        self.small = small
         self.series: dict[tuple[str, str], Series] = {}
         self.extra: dict[str, Any] = {}
 
@@ -223,22 +225,28 @@ class Bench:
             down = self.work / f"s5-{name}-{rep}"
             down.mkdir()
             self.record(case, "s5cmd download", self.s5("cp", f"{target}*", f"{down}/"), count, total)
-            # free the RAM-backed store and the disk between repetitions
+            # free the RAM-backed store (Ceph memstore) and the disk between repetitions
             self.s5("rm", f"{target}*")
+            kept = case == "a" and rep == 0  # case (c) pulls and pushes against this one
+            for prefix in [f"{name}-simple-{rep}"] + ([] if kept else [f"{name}-{rep}"]):
+                subprocess.run(
+                    [S5CMD, "--endpoint-url", self.endpoint, "rm", f"s3://{self.bucket}/bench/{prefix}/*"],
+                    env=self.env,
+                    capture_output=True,
+                    check=False,
+                )
             for path in (down, self.work / f"pull-{name}-{rep}", self.work / f"simple-{name}-{rep}"):
                 shutil.rmtree(path, ignore_errors=True)
-            subprocess.run(
-                [S5CMD, "--endpoint-url", self.endpoint, "rm", f"s3://{self.bucket}/bench/{name}-simple-{rep}/data/*"],
-                env=self.env,
-                capture_output=True,
-                check=False,
-            )
         self.extra[f"{case}_workspace"] = str(workspace)
 
     def nothing_to_move(self, name: str) -> None:
         print("case c: nothing to move", flush=True)
-        workspace = Path(self.extra["a_workspace"])
         remote = f"{self.url}/{name}-0"
+        if "a_workspace" not in self.extra:  # run on its own: set up what case (a) would have left
+            _, setup = self.make_dataset(name, self.small, 4096)
+            self.cli("push", name, remote, "--json", "--workspace", str(setup))
+            self.extra["a_workspace"] = str(setup)
+        workspace = Path(self.extra["a_workspace"])
         pulled = self.work / "uptodate"
         self.cli("pull", remote, "--json", "--workspace", str(pulled))
         for _ in range(self.reps):
@@ -387,17 +395,22 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=16, help="objects of 64 MiB in case (b)")
     parser.add_argument("--chain", type=int, default=100_000, help="blocks in case (d)")
     parser.add_argument("--presign", type=int, default=20_000, help="URLs per run in case (e)")
+    parser.add_argument("--cases", default="e,a,c,b,d", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
-        bench = Bench(Path(work), args.reps)
+        bench = Bench(Path(work), args.reps, args.small)
         bench.start()
+        cases: dict[str, Callable[[], None]] = {
+            "e": lambda: bench.presigning(args.presign),
+            "a": lambda: bench.transfer_case("a", "small", args.small, 4096),
+            "c": lambda: bench.nothing_to_move("small"),
+            "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
+            "d": lambda: bench.long_chain(args.chain),
+        }
         try:
-            bench.presigning(args.presign)
-            bench.transfer_case("a", "small", args.small, 4096)
-            bench.nothing_to_move("small")
-            bench.transfer_case("b", "large", args.large, 64 * 2**20)
-            bench.long_chain(args.chain)
+            for name in args.cases.split(","):
+                cases[name.strip()]()
         finally:
             bench.stop()
     rows = [s.row() for s in bench.series.values()]

@@ -347,6 +347,24 @@ class DatasetRepository:
             # when base is below the old tip (a forced rewrite) the index drops the replaced entries
             return self._record(current, base, blocks, manifests)
 
+    def stage_blocks(self, blocks: Sequence[NewBlock]) -> list[NewBlock]:
+        """Write the blocks this repository has not stored yet (by its index) and remember them, so a
+        push resumed after a failed attempt does not write them again. Returns the ones it skipped:
+        gc may have removed those since (they were on no chain), so a commit re-checks them."""
+        skipped = [b for b in blocks if self.index.block_bytes(self.name, b.hash) is not None]
+        known = {b.hash for b in skipped}
+        fresh = [b for b in blocks if b.hash not in known]
+        self.store_blocks(fresh)
+        self.index.record_blocks(self.name, ((b.hash, b.data) for b in fresh))
+        return skipped
+
+    def ensure_blocks_stored(self, blocks: Sequence[NewBlock]) -> None:
+        """Write any of ``blocks`` the store lacks (one listing, not one request per block)."""
+        if not blocks:
+            return
+        stored = {info.key for info in self.store.list(f"{self.name}/blocks/")}
+        self.store_blocks([b for b in blocks if block_key(self.name, b.hash) not in stored])
+
     def store_blocks(self, blocks: Sequence[NewBlock]) -> None:
         """Write block objects in parallel (content-addressed: re-writing one is harmless). A
         10,000-block push must not wait for them one request at a time."""

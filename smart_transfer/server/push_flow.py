@@ -206,7 +206,7 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
     await asyncio.to_thread(_attach, dataset, state, request, tarball.data)
     # Blocks are invisible until head moves, so write them while the client uploads the objects
     # (a failed push leaves them for gc, like its objects).
-    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, state.blocks))
+    writing = asyncio.create_task(asyncio.to_thread(dataset.stage_blocks, state.blocks))
     writing.add_done_callback(lambda task: task.cancelled() or task.exception())
     await session.send(
         DatasetPushMetadataAccepted(
@@ -223,7 +223,8 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
             await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
         elif isinstance(message, DatasetPushComplete):
             break
-    await writing
+    skipped_blocks = await writing
+    await asyncio.to_thread(dataset.ensure_blocks_stored, skipped_blocks)
     new_tip = await asyncio.to_thread(_verify_and_commit, dataset, state)
     new_head = str(new_tip.head) if new_tip is not None else None
     if new_head is None:

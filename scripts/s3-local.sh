@@ -98,6 +98,10 @@ osd max object namespace len = 64
 rgw frontends = beast endpoint=127.0.0.1:$port tcp_nodelay=1
 rgw dns name = 127.0.0.1
 rgw thread pool size = 64
+# the OSD keeps data in RAM: collect deleted objects within seconds, not the default hours
+rgw gc obj min wait = 1
+rgw gc processor period = 2
+rgw gc processor max time = 2
 EOF
 }
 

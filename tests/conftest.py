@@ -102,6 +102,8 @@ class ServerProcess:
     process: subprocess.Popen[str]
     root: Path
     output: list[str] = field(default_factory=list)
+    #: "local" (embedded store) or "s3", for tests that reach behind the server into its store
+    backend: str = "local"
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -209,7 +211,7 @@ def smart_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     """One server per backend for a test module; tests use their own dataset names."""
     s3 = request.getfixturevalue("s3_env") if request.param == "s3" else None
     server = start_server(tmp_path_factory.mktemp(f"smart-{request.param}"), *backend_args(request.param, s3))
-    server.backend = request.param  # type: ignore[attr-defined]
+    server.backend = request.param
     yield server
     server.stop()
 

@@ -518,11 +518,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     gc = commands.add_parser(
         "gc",
-        help="server side: delete objects no block references (left by failed pushes)",
+        help="server side: delete blocks and objects no chain references (left by failed pushes)",
         formatter_class=defaults,
-        description="Delete data and checkpoint objects that no stored block references and that are older than "
-        "the grace period. Blocks and referenced objects are never deleted. Keep --grace at least the server's "
-        "--session-timeout, so nothing a running push may still commit is touched.",
+        description="Delete blocks that are on no dataset's chain and data and checkpoint objects no chain "
+        "references, once they are older than the grace period. The chain, what it references, and young blocks "
+        "a running push may still commit are never deleted. Keep --grace at least the server's --session-timeout.",
     )
     gc.add_argument("--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)")
     gc.add_argument("--dry-run", action="store_true", help="only list what would be deleted")

@@ -53,7 +53,7 @@ def test_clients_killed_at_random_points_leave_whole_heads(
 ) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     url = f"{smart_server.url}/{dataset_name}"
-    rng = random.Random(f"{flow}-{smart_server.backend}")  # type: ignore[attr-defined]
+    rng = random.Random(f"{flow}-{smart_server.backend}")
     mid_run = 0
     for point in range(KILL_POINTS):
         # fresh work at every point, so each kill can land mid-transfer
@@ -90,7 +90,7 @@ def test_a_server_killed_mid_push_and_restarted_loses_nothing(
         args = backend_args(backend, s3)
         root = tmp_path / f"server-{backend}"
         server = start_server(root, *args)
-        server.backend = backend  # type: ignore[attr-defined]
+        server.backend = backend
         a = tmp_path / f"a-{backend}"
         run_cli("add", dataset_name, *map(str, make_files(tmp_path / f"in-{backend}", 60, 16_384)), workspace=a)
         push = subprocess.Popen(
@@ -107,7 +107,7 @@ def test_a_server_killed_mid_push_and_restarted_loses_nothing(
         _, err = push.communicate(timeout=120)
         assert push.returncode == 1 and "Traceback" not in err
         restarted = start_server(root, *args)
-        restarted.backend = backend  # type: ignore[attr-defined]
+        restarted.backend = backend
         try:
             assert remote_chain(restarted, dataset_name, tmp_path / f"c-{backend}") is None
             done = summary(run_cli("push", dataset_name, f"{restarted.url}/{dataset_name}", "--json", workspace=a))
@@ -137,7 +137,7 @@ def test_an_s3_outage_mid_transfer_is_survived(
 ) -> None:
     s3, directory = private_s3
     server: ServerProcess = server_factory(*backend_args("s3", s3), env=s3.env)  # type: ignore[operator]
-    server.backend = "s3"  # type: ignore[attr-defined]
+    server.backend = "s3"
     a = tmp_path / "a"
     name = "outage"
     run_cli("add", name, *map(str, make_files(tmp_path / "in", 60, 16_384)), workspace=a)

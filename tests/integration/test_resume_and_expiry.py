@@ -60,7 +60,7 @@ def kill_when(args: list[str], workspace: Path, ready: Callable[[], bool], timeo
 
 def remote_objects(server: ServerProcess, request: pytest.FixtureRequest, name: str) -> int:
     """How many data objects the server's store holds for ``name`` (whatever the backend)."""
-    if server.backend == "local":  # type: ignore[attr-defined]
+    if server.backend == "local":
         return len(list((server.root / "store" / name / "data").glob("*")))
     from smart_transfer.storage.s3 import S3Store
 
@@ -197,7 +197,7 @@ def test_ten_thousand_objects_move_with_bounded_memory(
     pushed, push_rss = run_measured("push", dataset_name, url, "--json", workspace=a)
     pulled, pull_rss = run_measured("pull", url, "--json", workspace=b)
     print(
-        f"10k objects on {smart_server.backend}: push {pushed['seconds']} s ({push_rss // 1024} MiB), "  # type: ignore[attr-defined]
+        f"10k objects on {smart_server.backend}: push {pushed['seconds']} s ({push_rss // 1024} MiB), "
         f"pull {pulled['seconds']} s ({pull_rss // 1024} MiB), total {time.monotonic() - started:.1f} s"
     )
     assert pushed["objects_transferred"] == pulled["objects_transferred"] == 10_000

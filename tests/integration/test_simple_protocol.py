@@ -68,7 +68,7 @@ def test_unknown_or_malformed_names_are_404_or_400(smart_server: ServerProcess, 
 
 def test_the_reserved_store_route_is_never_a_dataset(smart_server: ServerProcess) -> None:
     response = httpx.get(f"{smart_server.url}/_store/refs/head")
-    if smart_server.backend == "local":  # type: ignore[attr-defined]
+    if smart_server.backend == "local":
         assert response.status_code == 403  # the embedded store's presigned route: unsigned -> refused
     else:
         assert response.status_code == 400 and response.json()["error"]["code"] == "InvalidDatasetName"
@@ -81,7 +81,7 @@ def test_objects_redirect_stream_range_and_cache(
     digest = str(log[0]["new_data"]["physical_hash"])  # type: ignore[index]
     url = f"{smart_server.url}/{dataset_name}/data/{digest}"
     plain = httpx.get(url, follow_redirects=False)
-    if smart_server.backend == "s3":  # type: ignore[attr-defined]
+    if smart_server.backend == "s3":
         assert plain.status_code == 307
         location = plain.headers["location"]
         assert urlsplit(location).netloc != urlsplit(smart_server.url).netloc  # bytes come from S3

@@ -169,7 +169,7 @@ def test_a_corrupted_object_fails_the_pull_and_moves_nothing(
 
 def _overwrite_remote_object(server: ServerProcess, request: pytest.FixtureRequest, key: str, data: bytes) -> None:
     """Corrupt an object behind the server's back, in whatever store it uses."""
-    if server.backend == "local":  # type: ignore[attr-defined]
+    if server.backend == "local":
         (server.root / "store" / key).write_bytes(data)
         return
     from smart_transfer.storage.s3 import S3Store
@@ -191,7 +191,7 @@ def test_smart_path_moves_no_object_bytes_through_the_server(
     pulled = summary(run_cli("pull", url, "--json", workspace=tmp_path / "b"))
     assert pushed["bytes_transferred"] == pulled["bytes_transferred"] == 250_000
     after = httpx.get(smart_server.url + "/").json()["object_bytes_through_server"]
-    if smart_server.backend == "s3":  # type: ignore[attr-defined]
+    if smart_server.backend == "s3":
         assert after == before == 0  # the session only signed; S3 moved every byte
     else:
         # the embedded store is this process, so its /_store routes moved exactly the object bytes

@@ -70,7 +70,7 @@ def test_gc_removes_only_orphans_older_than_the_grace_period(
     orphans = remote_objects(smart_server, request, abandoned)
     assert orphans >= 5
 
-    s3 = request.getfixturevalue("s3_env") if smart_server.backend == "s3" else None  # type: ignore[attr-defined]
+    s3 = request.getfixturevalue("s3_env") if smart_server.backend == "s3" else None
     store_args = ["--root", str(smart_server.root)]
     if s3 is not None:
         prefix = next(str(x) for x in smart_server.process.args if str(x).startswith("srv-"))  # type: ignore[union-attr]
@@ -114,7 +114,7 @@ def test_objects_of_a_rewritten_history_are_collected_and_uploaded_again(
     # B rewrites history without A's second file, and gc collects what the old history referenced
     run_cli("add", dataset_name, str(files[2]), workspace=b)
     assert run_cli("push", dataset_name, url, "--force", workspace=b).returncode == 0
-    s3 = request.getfixturevalue("s3_env") if smart_server.backend == "s3" else None  # type: ignore[attr-defined]
+    s3 = request.getfixturevalue("s3_env") if smart_server.backend == "s3" else None
     store_args = ["--root", str(smart_server.root)]
     if s3 is not None:
         prefix = next(str(x) for x in smart_server.process.args if str(x).startswith("srv-"))  # type: ignore[union-attr]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict
 
-from smart_transfer.checkpoint.manifest import CheckpointFile, CheckpointManifest, is_immutable
-from smart_transfer.repo.dataset import DatasetRepository, ObjectRef
+from smart_transfer.model import ObjectRef
+from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, is_immutable
+from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.layout import ObjectKind
-from smart_transfer.storage.local import LocalStore
-from smart_transfer.transfer.hashing import digest_file
+from smart_transfer.storage.digest import digest_file
 
 
 class CheckpointError(Exception):
@@ -60,13 +60,13 @@ def restore(dataset: DatasetRepository, manifest: CheckpointManifest, destinatio
     """Rebuild the checkpoint at ``destination``: files into a temporary directory, every hash and
     size checked, then one atomic rename. ``destination`` must not exist yet."""
     store = dataset.store
-    if not isinstance(store, LocalStore):
-        raise CheckpointError("checkpoints are restored from a workspace (local store)")
     temp = destination.parent / f".restore-{secrets.token_hex(6)}"
     temp.mkdir(parents=True)
     try:
         for item in manifest.files:
-            source = store.path_of(dataset.object_key(file_ref(item)))
+            source = store.local_path(dataset.object_key(file_ref(item)))
+            if source is None:
+                raise CheckpointError("checkpoints are restored from a workspace (a store on local disk)")
             if not source.exists():
                 raise CheckpointError(f"checkpoint file {item.name} ({item.physical_hash}) is missing")
             shutil.copyfile(source, temp / item.name)

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from smart_transfer.checkpoint.files import restore
-from smart_transfer.checkpoint.manifest import CheckpointManifest
-from smart_transfer.model import AddData, Multihash
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock
+from smart_transfer.model import AddData, Multihash, NewBlock
+from smart_transfer.model.manifest import CheckpointManifest
+from smart_transfer.repo.dataset import DatasetRepository
 
 CURRENT = "current"
 

@@ -1,6 +1,27 @@
-"""The client side: the SDK (async ``Client``, synchronous ``SyncClient``) and the ``smart-transfer`` CLI."""
+"""The client SDK and CLI."""
 
-from smart_transfer.client.sdk import Client, DivergedError, ProgressUpdate, RemoteError, TransferSummary
+from smart_transfer.client.sdk import (
+    Client,
+    DivergedError,
+    InvalidUrl,
+    LocalError,
+    ProgressUpdate,
+    RemoteError,
+    SmartTransferError,
+    TransferFailed,
+    TransferSummary,
+)
 from smart_transfer.client.sync import SyncClient
 
-__all__ = ["Client", "DivergedError", "ProgressUpdate", "RemoteError", "SyncClient", "TransferSummary"]
+__all__ = [
+    "Client",
+    "DivergedError",
+    "InvalidUrl",
+    "LocalError",
+    "ProgressUpdate",
+    "RemoteError",
+    "SmartTransferError",
+    "SyncClient",
+    "TransferFailed",
+    "TransferSummary",
+]

@@ -1,6 +1,12 @@
-"""Errors the CLI reports as one line, with the exit code each one means."""
+"""The SDK's exceptions. Every failure of a pull, push or verify is one of these (or, for the data
+plane, ``TransferFailed``), each with an ``ErrorCode`` from the one vocabulary and whether the server
+said it (``RemoteError``) or this side found it (``LocalError``). The CLI maps them to exit codes."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from smart_transfer.protocol.errors import REJECTIONS, Details, ErrorCode, ProtocolError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -8,8 +14,68 @@ EXIT_USAGE = 2
 EXIT_REJECTED = 3
 
 
+class SmartTransferError(Exception):
+    """Base of the SDK's errors: a code, a message, and the code's typed details when known."""
+
+    remote = False
+
+    def __init__(
+        self, code: ErrorCode, message: str, details: Details | None = None, raw: dict[str, Any] | None = None
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.details = details
+        self.raw_details = raw if raw is not None else (details.model_dump(mode="json") if details else {})
+        super().__init__(message)
+
+    @property
+    def rejected(self) -> bool:
+        """The histories or the grants refuse the operation (exit 3), as opposed to a failure (exit 1)."""
+        return self.code in REJECTIONS
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.code.value})"
+
+
+class RemoteError(SmartTransferError):
+    """The server refused or failed the operation and said so."""
+
+    remote = True
+
+
+class LocalError(SmartTransferError):
+    """This side found the problem: the server was unreachable, broke the protocol or sent bad data."""
+
+
+class InvalidUrl(LocalError):
+    """A dataset URL that cannot be used (a usage error)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_REQUEST, message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class DivergedError(SmartTransferError):
+    """Local and remote histories differ; ``force`` would replace one with the other."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.DIVERGED, message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def from_protocol(error: ProtocolError, *, remote: bool, context: str = "") -> SmartTransferError:
+    """An SDK error for a ProtocolError raised by a shared rule (``context`` prefixes the message)."""
+    kind = RemoteError if remote else LocalError
+    message = f"{context}{error.message}"
+    return kind(error.code, message, error.details, error.details_dict())
+
+
 class CliError(Exception):
-    """A user-facing failure: one clear line and an exit code."""
+    """A command-line usage or input problem: one clear line and an exit code (never raised by the SDK)."""
 
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
         self.exit_code = exit_code

@@ -1,12 +1,40 @@
-"""Remote dataset URLs: ``http(s)://HOST[:PORT][/PREFIX]/DATASET``."""
+"""Remote dataset URLs, ``http(s)://HOST[:PORT][/PREFIX]/DATASET``: the one parser every command and
+both protocols use. Bad URLs are refused here, before anything is sent; credentials in a URL are
+refused too (tokens go in ``--token``) and never printed."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
-from smart_transfer.client.errors import EXIT_USAGE, CliError
+from smart_transfer.client.errors import InvalidUrl
 from smart_transfer.model import DatasetName, InvalidDatasetName
+
+#: A path segment of a server prefix (a reverse proxy's location): unreserved characters only.
+_PREFIX_SEGMENT = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*")
+_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
+
+
+def redact(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced, for messages."""
+    return _USERINFO.sub(r"\1***@", url)
+
+
+def _split(url: str) -> SplitResult:
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is what raises on a malformed one
+    except ValueError as exc:
+        raise InvalidUrl(f"not a valid URL: {shown!r} ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidUrl(f"not a dataset URL: {shown!r} (expected http(s)://HOST[:PORT]/DATASET)")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidUrl(f"{shown!r}: credentials do not belong in the URL; give a token with --token")
+    if parts.query or parts.fragment:
+        raise InvalidUrl(f"a dataset URL has no query or fragment: {shown!r}")
+    return parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,17 +46,18 @@ class RemoteDataset:
 
     @classmethod
     def parse(cls, url: str) -> RemoteDataset:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise CliError(f"not a dataset URL: {url!r} (expected http(s)://HOST:PORT/DATASET)", EXIT_USAGE)
-        if parts.query or parts.fragment:
-            raise CliError(f"a dataset URL has no query or fragment: {url!r}", EXIT_USAGE)
-        prefix, _, name = parts.path.rstrip("/").rpartition("/")
+        """Parse and check ``url``; InvalidUrl (a usage error) when it cannot name a dataset."""
+        parts = _split(url)
+        *prefix, name = parts.path.rstrip("/").split("/")[1:] or [""]
+        for segment in prefix:
+            if _PREFIX_SEGMENT.fullmatch(segment) is None or set(segment) == {"."}:
+                raise InvalidUrl(f"{redact(url)!r}: invalid path segment {segment[:40]!r} before the dataset name")
         try:
             dataset = DatasetName(name)
         except InvalidDatasetName as exc:
-            raise CliError(f"{url!r}: {exc}", EXIT_USAGE) from None
-        return cls(f"{parts.scheme}://{parts.netloc}{prefix}", dataset)
+            raise InvalidUrl(f"{redact(url)!r}: {exc}") from None
+        base = f"{parts.scheme}://{parts.netloc}" + "".join(f"/{s}" for s in prefix)
+        return cls(base, dataset)
 
     @property
     def url(self) -> str:
@@ -38,3 +67,7 @@ class RemoteDataset:
         """The WebSocket endpoint of ``flow`` (pull or push)."""
         scheme = "wss" if self.base_url.startswith("https") else "ws"
         return f"{scheme}{self.base_url[self.base_url.index(':') :]}/{self.name}/{flow}"
+
+    def object_url(self, kind: str, object_hash: str) -> str:
+        """The simple protocol's URL of an object."""
+        return f"{self.url}/{kind}/{object_hash}"

@@ -1,41 +1,62 @@
-"""The client's WebSocket driver: the same Conversation the server uses, over ``websockets``."""
+"""The client's WebSocket driver: I/O around one protocol ``Connection``, over ``websockets``. Sends
+and receives are serialized by a lock so that a background keep-alive can share the session."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Self
+import contextlib
+from typing import Self, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.typing import Subprotocol
 
-from smart_transfer.protocol import SUBPROTOCOL, codec
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
-from smart_transfer.protocol.flows import TARBALL, Conversation, Sender
-from smart_transfer.protocol.messages import AnyMessage, Error, Message, MetadataTarball
+from smart_transfer.client.errors import LocalError, RemoteError, SmartTransferError, from_protocol
+from smart_transfer.client.remote import redact
+from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.protocol.connection import Connection, PeerError
+from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError
+from smart_transfer.protocol.flows import Sender
+from smart_transfer.protocol.messages import Message, MetadataTarball
 
 #: Largest frame the client accepts from the server (metadata tarballs of big chains).
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
-#: Seconds to wait for any one answer from the server (verification of big pushes can take a while).
+#: Seconds to wait for any one answer from the server (keep-alives reset it).
 DEFAULT_ANSWER_TIMEOUT = 300.0
 #: Seconds to wait for the connection to open.
 DEFAULT_CONNECT_TIMEOUT = 15.0
+#: Seconds the server may take to answer our close frame.
+CLOSE_TIMEOUT = 5.0
+HANDSHAKE_CODES = {
+    401: ErrorCode.UNAUTHORIZED,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NO_SUCH_ROUTE,
+    429: ErrorCode.BUSY,
+}
+
+M = TypeVar("M", bound=Message | MetadataTarball)
 
 
-class RemoteError(ProtocolError):
-    """The server ended the session with a typed Error, or could not be reached."""
+def _peer_error(error: PeerError) -> RemoteError:
+    return RemoteError(error.code, error.message, error.details, error.raw_details)
 
-    def __str__(self) -> str:
-        return f"{self.message} ({self.code.value})"
+
+def _handshake_error(url: str, exc: InvalidStatus) -> RemoteError:
+    status = exc.response.status_code
+    code = HANDSHAKE_CODES.get(status, ErrorCode.INTERNAL)
+    retry = exc.response.headers.get("Retry-After", "")
+    details = BusyDetails(retry_after=int(retry)) if code is ErrorCode.BUSY and retry.isdigit() else None
+    return RemoteError(code, f"server refused the session at {redact(url)} (HTTP {status})", details)
 
 
 class ClientSession:
-    """One pull or push session. Sends and receives are serialized by a lock so that background
-    tasks (progress, URL refresh) can share the session with the main flow."""
+    """One pull or push session."""
 
-    def __init__(self, connection: ClientConnection, flow: str, answer_timeout: float) -> None:
-        self.connection = connection
-        self.conversation = Conversation(flow)
+    def __init__(self, socket: ClientConnection, flow: str, answer_timeout: float, max_frame_bytes: int) -> None:
+        self.socket = socket
+        self.connection = Connection(
+            flow, Sender.CLIENT, max_text_bytes=max_frame_bytes, max_binary_bytes=max_frame_bytes
+        )
         self.answer_timeout = answer_timeout
         self.lock = asyncio.Lock()
 
@@ -52,81 +73,83 @@ class ClientSession:
     ) -> Self:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            connection = await connect(
+            socket = await connect(
                 ws_url,
                 subprotocols=[Subprotocol(SUBPROTOCOL)],
                 additional_headers=headers,
                 max_size=max_frame_bytes,
                 open_timeout=connect_timeout,
+                close_timeout=CLOSE_TIMEOUT,
                 ping_interval=20,
                 ping_timeout=60,
                 compression=None,
             )
         except InvalidStatus as exc:
-            status = exc.response.status_code
-            code = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN, 429: ErrorCode.BUSY}.get(
-                status, ErrorCode.INTERNAL
-            )
-            raise RemoteError(code, f"server refused the session at {ws_url} (HTTP {status})") from None
+            raise _handshake_error(ws_url, exc) from None
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-            raise RemoteError(ErrorCode.UNREACHABLE, f"cannot reach {ws_url}: {exc}") from None
-        return cls(connection, flow, answer_timeout)
+            raise LocalError(ErrorCode.UNREACHABLE, f"cannot reach {redact(ws_url)}: {exc}") from None
+        return cls(socket, flow, answer_timeout, max_frame_bytes)
 
-    async def send(self, message: Message) -> None:
-        self.conversation.advance(Sender.CLIENT, getattr(message, "type", ""))
-        await self._send(codec.encode(message))
-
-    async def send_tarball(self, data: bytes) -> None:
-        self.conversation.advance(Sender.CLIENT, TARBALL)
-        await self._send(data)
-
-    async def _send(self, frame: str | bytes) -> None:
+    async def send(self, message: Message | MetadataTarball) -> None:
+        """Send ``message`` (the caller holds the lock when a keep-alive may run)."""
         try:
-            await self.connection.send(frame)
+            await self.socket.send(self.connection.send(message))
         except ConnectionClosed:
             # the server may have said why before closing (e.g. Unauthorized right after the
             # handshake): its Error message is still queued, so read it
-            await self.receive()
-            raise await self._closed_error() from None
+            raise await self._why_closed() from None
 
-    async def receive(self) -> AnyMessage | MetadataTarball:
-        try:
-            frame = await asyncio.wait_for(self.connection.recv(), self.answer_timeout)
-        except TimeoutError:
-            raise RemoteError(ErrorCode.TIMEOUT, f"no answer from the server for {self.answer_timeout:.0f} s") from None
-        except ConnectionClosed:
-            raise await self._closed_error() from None
-        message: AnyMessage | MetadataTarball
-        if isinstance(frame, bytes):
-            message = MetadataTarball(frame)
-        else:
+    async def expect(self, *types: type[M]) -> M:
+        """The server's next message, one of ``types`` (its keep-alives are absorbed on the way)."""
+        self.connection.expect(*types)
+        while True:
             try:
-                message = codec.decode(frame, max_bytes=len(frame) + 1)
-            except ProtocolError as exc:
-                raise RemoteError(exc.code, f"the server sent an invalid message: {exc.message}") from None
-        if isinstance(message, Error):
-            self.conversation.advance(Sender.SERVER, "Error")
-            raise RemoteError(message.code, message.message, message.details)
-        try:
-            self.conversation.advance(Sender.SERVER, message.type)
-        except ProtocolError as exc:
-            raise RemoteError(exc.code, f"the server broke the protocol: {exc.message}") from None
-        return message
+                frame = await asyncio.wait_for(self.socket.recv(), self.answer_timeout)
+            except TimeoutError:
+                raise LocalError(
+                    ErrorCode.TIMEOUT, f"no answer from the server for {self.answer_timeout:.0f} s"
+                ) from None
+            except ConnectionClosed:
+                raise await self._why_closed() from None
+            message = self._receive(frame)
+            if message is not None:
+                return message  # type: ignore[return-value]  # the core returned one of ``types``
 
-    async def request(self, message: Message) -> AnyMessage | MetadataTarball:
-        """Send ``message`` and wait for the answer, holding the session lock."""
+    def _receive(self, frame: str | bytes) -> Message | MetadataTarball | None:
+        try:
+            return self.connection.receive(frame)
+        except PeerError as exc:
+            raise _peer_error(exc) from None
+        except ProtocolError as exc:
+            raise from_protocol(exc, remote=False, context="the server broke the protocol: ") from None
+
+    async def request(self, message: Message | MetadataTarball, *types: type[M]) -> M:
+        """Send ``message`` and wait for its answer, holding the session lock."""
         async with self.lock:
             await self.send(message)
-            return await self.receive()
+            return await self.expect(*types)
 
-    async def _closed_error(self) -> RemoteError:
-        close = self.connection.close_code
-        reason = self.connection.close_reason or "no reason given"
+    async def _why_closed(self) -> SmartTransferError:
         try:
-            code = ErrorCode(reason)  # the server puts the error code in the close reason
-        except ValueError:
-            code = ErrorCode.INTERNAL
-        return RemoteError(code, f"the server closed the session (code {close}: {reason})")
+            while True:  # an Error sent just before the close frame is still in the queue
+                self._receive(await asyncio.wait_for(self.socket.recv(), CLOSE_TIMEOUT))
+        except SmartTransferError as exc:
+            return exc
+        except (ConnectionClosed, TimeoutError):
+            pass
+        error = self.connection.peer_closed(self.socket.close_code, self.socket.close_reason)
+        if error is None:
+            return LocalError(ErrorCode.INTERNAL, "the server closed a finished session")
+        return _peer_error(error)
+
+    async def fail(self, error: SmartTransferError) -> None:
+        """Tell the server why this side gives up (an Error, then the close frame)."""
+        frame, close = self.connection.fail(ProtocolError(error.code, error.message))
+        with contextlib.suppress(ConnectionClosed):
+            if frame is not None:
+                await self.socket.send(frame)
+            await self.socket.close(close.code, close.reason)
 
     async def close(self) -> None:
-        await self.connection.close()
+        close = self.connection.close_frame()
+        await self.socket.close(close.code, close.reason)

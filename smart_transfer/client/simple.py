@@ -1,243 +1,209 @@
-"""The Simple Transfer Protocol client: pull and push over the REST routes only.
-
+"""The simple transport: the same pull and push over the REST routes only (one request per block).
 Used with ``--protocol simple`` and as the fallback when direct storage transfers fail for network
-reasons. Blocks are walked one request each (that is what makes the simple protocol slow on long
-chains); objects move in parallel and are verified exactly as on the smart path, and the local or
-remote head moves only after everything arrived (remote: ``PUT refs/head`` with ``If-Match``).
-"""
+reasons (then objects stream through the server: ``redirect=False``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import aiohttp
+import orjson
 
-from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
-from smart_transfer.checkpoint.slot import install_latest
-from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.session import RemoteError
-from smart_transfer.model import ChainTip, InvalidMultihash, ModelError, Multihash, validate_extension
-from smart_transfer.model.events import Seed
-from smart_transfer.protocol.errors import ErrorCode
-from smart_transfer.protocol.messages import HttpRequest
-from smart_transfer.repo import Workspace
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock, ObjectRef, checkpoint_refs, objects_of
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, download, make_session, upload
-from smart_transfer.transfer.ratelimit import RateLimiter
+from smart_transfer.client.errors import LocalError, RemoteError, from_protocol
+from smart_transfer.client.remote import RemoteDataset, redact
+from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
+from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
+from smart_transfer.model.walk import walk_chain_async
+from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details
+from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
+from smart_transfer.sync.attach import check_expected_head
+from smart_transfer.sync.bundle import Bundle, check_bundle
+from smart_transfer.transfer.http import DEFAULT_PARALLEL, make_session
 
+#: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
+SIMPLE_PAGE_SIZE = 1000
 T = TypeVar("T")
-#: Most blocks a simple pull walks before giving up (one request each).
-MAX_SIMPLE_WALK = 10_000_000
+_STATUS_CODES = {status: code for code, status in reversed(HTTP_STATUS.items())}
 
 
-def _status_error(url: str, status: int, body: bytes) -> RemoteError:
-    code = {
-        401: ErrorCode.UNAUTHORIZED,
-        403: ErrorCode.FORBIDDEN,
-        404: ErrorCode.DATASET_NOT_FOUND,
-        409: ErrorCode.DIVERGED,
-        412: ErrorCode.INVALID_HEAD,
-        429: ErrorCode.BUSY,
-        503: ErrorCode.STORAGE_UNAVAILABLE,
-    }.get(status, ErrorCode.INTERNAL)
-    return RemoteError(code, f"{url}: HTTP {status}: {body[:300].decode('utf-8', 'replace')}")
+def status_error(url: str, status: int, body: bytes) -> RemoteError:
+    """The server's typed error body as a RemoteError (or one made from the status alone)."""
+    try:
+        error = orjson.loads(body)["error"]
+        code, message = ErrorCode(error["code"]), str(error["message"])
+        raw = error.get("details") if isinstance(error.get("details"), dict) else {}
+        return RemoteError(code, message, parse_details(code, raw), raw)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        text = body[:300].decode("utf-8", "replace")
+        return RemoteError(_STATUS_CODES.get(status, ErrorCode.INTERNAL), f"{redact(url)}: HTTP {status}: {text}")
 
 
-class SimpleProtocol:
-    """Pull and push one dataset over REST. ``redirect=False`` streams objects through the server
-    (the fallback when storage itself is unreachable)."""
+async def in_parallel(items: Sequence[T], work: Callable[[T], Awaitable[None]], parallel: int) -> None:
+    """``work`` on every item, at most ``parallel`` at a time."""
+    semaphore = asyncio.Semaphore(parallel)
 
-    def __init__(
-        self,
-        workspace: Workspace,
-        *,
-        token: str | None = None,
-        parallel: int = DEFAULT_PARALLEL,
-        limiter: RateLimiter | None = None,
-        redirect: bool = True,
-        on_bytes: Callable[[int], None] | None = None,
-    ) -> None:
-        self.workspace = workspace
+    async def one(item: T) -> None:
+        async with semaphore:
+            await work(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+class RestClient:
+    """The REST calls of one remote dataset."""
+
+    def __init__(self, http: aiohttp.ClientSession, remote: RemoteDataset, token: str | None, redirect: bool) -> None:
+        self.http = http
+        self.remote = remote
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.parallel = parallel
-        self.limiter = limiter
         self.redirect = redirect
-        self.on_bytes = on_bytes or (lambda _n: None)
 
-    def _object_url(self, remote: RemoteDataset, ref: ObjectRef) -> str:
-        suffix = "" if self.redirect else "?redirect=false"
-        return f"{remote.url}/{ref.kind.value}/{ref.physical_hash}{suffix}"
-
-    async def _get(self, http: aiohttp.ClientSession, url: str, missing_ok: bool = False) -> bytes | None:
+    async def call(
+        self,
+        method: str,
+        url: str,
+        ok: tuple[int, ...],
+        *,
+        data: bytes | str | None = None,
+        headers: dict[str, str] | None = None,
+        allow_redirects: bool = True,
+    ) -> tuple[int, bytes]:
+        """One request; a status not in ``ok`` raises the server's typed error."""
         try:
-            async with http.get(url, headers=self.headers) as response:
+            async with self.http.request(
+                method, url, data=data, headers={**self.headers, **(headers or {})}, allow_redirects=allow_redirects
+            ) as response:
                 body = await response.read()
-                if response.status == 404 and missing_ok:
-                    return None
-                if response.status != 200:
-                    raise _status_error(url, response.status, body)
-                return body
-        except aiohttp.ClientError as exc:
-            raise RemoteError(ErrorCode.UNREACHABLE, f"cannot reach {url}: {exc}") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise LocalError(
+                ErrorCode.UNREACHABLE, f"cannot reach {redact(url)}: {exc or type(exc).__name__}"
+            ) from None
+        if response.status not in ok:
+            raise status_error(url, response.status, body)
+        return response.status, body
 
-    async def remote_head(self, http: aiohttp.ClientSession, remote: RemoteDataset) -> Multihash | None:
-        body = await self._get(http, f"{remote.url}/refs/head", missing_ok=True)
-        if body is None:
-            return None
+    async def head(self) -> Multihash | None:
+        """The remote head, None when the dataset does not exist."""
+        try:
+            _, body = await self.call("GET", f"{self.remote.url}/refs/head", (200,))
+        except RemoteError as exc:
+            if exc.code is ErrorCode.DATASET_NOT_FOUND:
+                return None
+            raise
         try:
             return Multihash.parse(body.decode("ascii", "replace").strip())
-        except InvalidMultihash:
-            raise RemoteError(ErrorCode.INVALID_BLOCKS, "the server's head is not a hash") from None
+        except ModelError:
+            raise LocalError(ErrorCode.INVALID_BLOCKS, "the server's head is not a hash") from None
 
-    async def _parallel(self, items: Sequence[T], work: Callable[[T], Awaitable[None]]) -> None:
-        semaphore = asyncio.Semaphore(self.parallel)
+    async def block(self, block_hash: Multihash) -> bytes:
+        return (await self.call("GET", f"{self.remote.url}/blocks/{block_hash}", (200,)))[1]
 
-        async def one(item: T) -> None:
-            async with semaphore:
-                await work(item)
+    def object_request(self, kind: str, object_hash: str, method: str) -> HttpRequest:
+        url = self.remote.object_url(kind, object_hash) + (
+            "" if self.redirect or method == "PUT" else "?redirect=false"
+        )
+        return HttpRequest(method="GET" if method == "GET" else "PUT", url=url, headers=self.headers, expires_at=0)
 
-        await asyncio.gather(*(one(item) for item in items))
+    async def object_exists(self, item: ObjectFile) -> bool:
+        url = self.remote.object_url(item.kind, item.physical_hash)
+        status, _ = await self.call("HEAD", url, (200, 307, 404), allow_redirects=False)
+        return status != 404
 
-    # -- pull --------------------------------------------------------------------------------------
+    async def walk(self, head: Multihash, local: LocalChain) -> tuple[list[NewBlock], Multihash | None]:
+        """Remote blocks from ``head`` back to the first one on the local chain (oldest first)."""
+        try:
+            walk = await walk_chain_async(head, self.block, local.contains)
+        except ModelError as exc:
+            raise LocalError(ErrorCode.INVALID_BLOCKS, f"the server sent an invalid block: {exc}") from None
+        return walk.blocks, walk.base
 
-    async def pull(
-        self, dataset: DatasetRepository, remote: RemoteDataset, force: bool
-    ) -> tuple[ChainTip | None, ChainTip | None, int, int, int]:
-        """Returns (old tip, new tip, blocks, objects moved, bytes moved)."""
-        local_tip = await asyncio.to_thread(dataset.tip)
-        async with make_session(self.parallel) as http:
-            head = await self.remote_head(http, remote)
-            if head is None:
-                raise RemoteError(ErrorCode.DATASET_NOT_FOUND, f"dataset {remote.name} does not exist at {remote.url}")
-            if local_tip is not None and head == local_tip.head:
-                return local_tip, local_tip, 0, 0, 0
-            if local_tip is not None and await asyncio.to_thread(dataset.sequence_of, head) is not None:
-                return local_tip, local_tip, 0, 0, 0  # the local dataset is ahead
-            blocks = await self._walk(http, remote, head, local_tip.head if local_tip else None)
-            base = local_tip
-            if blocks and blocks[0].block.prev_block_hash is None and local_tip is not None:
-                if not force:
-                    raise RemoteError(ErrorCode.DIVERGED, f"{dataset.name}: local and remote histories diverged")
-                seed = blocks[0].block.event
-                if not isinstance(seed, Seed) or seed.dataset_id != local_tip.dataset_id:
-                    raise RemoteError(ErrorCode.SEED_MISMATCH, f"{dataset.name}: the remote has a different Seed")
-                base = None
-            try:
-                validate_extension(base, ((b.hash, b.block) for b in blocks))
-            except ModelError as exc:
-                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"the remote chain is invalid: {exc}") from None
-            manifests = await self._manifests(http, remote, blocks)
-            refs = objects_of(blocks, manifests)
-            local = self.workspace.local_store
-            missing = await asyncio.to_thread(dataset.objects_missing, refs)
-            moved = 0
 
-            async def fetch(ref: ObjectRef) -> None:
-                nonlocal moved
-                request = HttpRequest(
-                    method="GET", url=self._object_url(remote, ref), headers=self.headers, expires_at=0
-                )
-                verified = await download(
-                    http, request, ref.physical_hash, ref.size, local.temp_path(), self.on_bytes, limiter=self.limiter
-                )
-                await asyncio.to_thread(local.adopt, dataset.object_key(ref), verified.temp_path)
-                moved += verified.size
+class SimplePull(PullChannel):
+    def __init__(self, rest: RestClient) -> None:
+        self.rest = rest
 
-            await self._parallel(missing, fetch)
-            new_tip = await asyncio.to_thread(
-                dataset.commit, local_tip.head if local_tip else None, base, blocks, manifests
-            )
-            await asyncio.to_thread(install_latest, self.workspace.root, dataset, blocks, manifests)
-            return local_tip, new_tip, len(blocks), len(missing), moved
-
-    async def _manifests(
-        self, http: aiohttp.ClientSession, remote: RemoteDataset, blocks: Sequence[NewBlock]
-    ) -> dict[Multihash, CheckpointManifest]:
-        """Fetch and check the manifest of every checkpoint the blocks reference (metadata: small)."""
+    async def start(self, local: LocalChain, force: bool) -> PullStart:
+        head = await self.rest.head()
+        if head is None:
+            raise RemoteError(ErrorCode.DATASET_NOT_FOUND, f"dataset {self.rest.remote.name} does not exist")
+        blocks, base = await self.rest.walk(head, local)
         manifests = {}
         for ref in checkpoint_refs(blocks):
-            suffix = "" if self.redirect else "?redirect=false"
-            data = await self._get(http, f"{remote.url}/{ref.kind.value}/{ref.physical_hash}{suffix}")
-            assert data is not None
-            if not ref.physical_hash.matches(data):
-                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"checkpoint manifest {ref.physical_hash} is corrupt")
-            try:
-                manifests[ref.physical_hash] = decode_manifest(data)
-            except ModelError as exc:
-                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"checkpoint manifest {ref.physical_hash}: {exc}") from None
-        return manifests
+            request = self.rest.object_request(ref.kind.value, str(ref.physical_hash), "GET")
+            manifests[ref.physical_hash] = (await self.rest.call("GET", request.url, (200,)))[1]
+        try:
+            bundle = check_bundle(blocks, manifests)
+        except ProtocolError as exc:
+            raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
+        return PullStart(head, base, bundle, SIMPLE_PAGE_SIZE)
 
-    async def _walk(
-        self, http: aiohttp.ClientSession, remote: RemoteDataset, head: Multihash, stop: Multihash | None
-    ) -> list[NewBlock]:
-        """Blocks from ``head`` back to (not including) ``stop`` or the Seed, oldest first."""
-        blocks: list[NewBlock] = []
-        cursor: Multihash | None = head
-        while cursor is not None and cursor != stop and len(blocks) < MAX_SIMPLE_WALK:
-            data = await self._get(http, f"{remote.url}/blocks/{cursor}")
-            assert data is not None
-            if not cursor.matches(data):
-                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"block {cursor} does not match its hash")
-            try:
-                item = NewBlock.decode(data)
-            except ModelError as exc:
-                raise RemoteError(ErrorCode.INVALID_BLOCKS, f"block {cursor} is malformed: {exc}") from None
-            blocks.append(item)
-            cursor = item.block.prev_block_hash
-        blocks.reverse()
-        return blocks
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        return [(item, self.rest.object_request(item.kind, item.physical_hash, "GET")) for item in page]
 
-    # -- push --------------------------------------------------------------------------------------
 
-    async def push(
-        self, dataset: DatasetRepository, remote: RemoteDataset
-    ) -> tuple[Multihash | None, Multihash, int, int, int, int]:
-        """Returns (old remote head, new head, blocks, objects moved, objects skipped, bytes moved)."""
-        tip = await asyncio.to_thread(dataset.require_tip)
+class SimplePush(PushChannel):
+    def __init__(self, rest: RestClient, parallel: int) -> None:
+        self.rest = rest
+        self.parallel = parallel
+        self.current: Multihash | None = None
+        self.force = False
+
+    async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
+        self.current, self.force = await self.rest.head(), force
+        try:
+            check_expected_head(expected, self.current, force)  # what a smart server would answer
+        except ProtocolError as exc:
+            raise from_protocol(exc, remote=True) from None
+        common = self.current
+        if self.current is not None and not local.contains(self.current):
+            common = (await self.rest.walk(self.current, local))[1] if force else None
+        return PushStart(self.current, common)
+
+    async def send_blocks(self, bundle: Bundle) -> int:
+        async def put(item: NewBlock) -> None:
+            await self.rest.call("PUT", f"{self.rest.remote.url}/blocks/{item.hash}", (200, 201), data=item.data)
+
+        await in_parallel(bundle.blocks, put, self.parallel)
+        return SIMPLE_PAGE_SIZE
+
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        answers: dict[str, HttpRequest | None] = {}
+
+        async def ask(item: ObjectFile) -> None:
+            exists = await self.rest.object_exists(item)
+            answers[item.physical_hash] = (
+                None if exists else self.rest.object_request(item.kind, item.physical_hash, "PUT")
+            )
+
+        await in_parallel(page, ask, self.parallel)
+        return [(item, answers[item.physical_hash]) for item in page]
+
+    async def finish(self, new_head: Multihash) -> Multihash:
+        precondition = {"If-Match": f'"{self.current}"'} if self.current is not None else {"If-None-Match": "*"}
+        url = f"{self.rest.remote.url}/refs/head" + ("?force=true" if self.force else "")
+        await self.rest.call("PUT", url, (200,), data=str(new_head), headers=precondition)
+        return new_head
+
+
+class SimpleTransport(Transport):
+    """Pull and push over the REST routes. ``redirect=False`` streams objects through the server."""
+
+    name = "simple"
+
+    def __init__(self, token: str | None = None, parallel: int = DEFAULT_PARALLEL, redirect: bool = True) -> None:
+        self.token = token
+        self.parallel = parallel
+        self.redirect = redirect
+
+    @asynccontextmanager
+    async def pull(self, remote: RemoteDataset) -> AsyncIterator[PullChannel]:
         async with make_session(self.parallel) as http:
-            head = await self.remote_head(http, remote)
-            if head == tip.head:
-                return head, tip.head, 0, 0, 0, 0
-            if head is not None and await asyncio.to_thread(dataset.sequence_of, head) is None:
-                raise RemoteError(
-                    ErrorCode.INVALID_HEAD,
-                    f"{dataset.name}: the remote has blocks the local dataset does not; pull first "
-                    "(forced pushes need the smart protocol)",
-                )
-            blocks = [
-                NewBlock.decode(d) for _, d in await asyncio.to_thread(lambda: list(dataset.blocks_after(tip, head)))
-            ]
-            manifests = {r.physical_hash: dataset.read_manifest(r) for r in checkpoint_refs(blocks)}
-            refs = objects_of(blocks, manifests)
-            local = self.workspace.local_store
-            moved = skipped = uploaded = 0
+            yield SimplePull(RestClient(http, remote, self.token, self.redirect))
 
-            async def send_object(ref: ObjectRef) -> None:
-                nonlocal moved, skipped, uploaded
-                url = f"{remote.url}/{ref.kind.value}/{ref.physical_hash}"
-                async with http.head(url, headers=self.headers, allow_redirects=False) as response:
-                    if response.status in (200, 307):
-                        skipped += 1
-                        return
-                request = HttpRequest(method="PUT", url=url, headers=self.headers, expires_at=0)
-                path = local.path_of(dataset.object_key(ref))
-                size = await upload(http, request, str(ref.physical_hash), path, self.on_bytes, limiter=self.limiter)
-                moved += size
-                uploaded += 1
-
-            async def send_block(item: NewBlock) -> None:
-                url = f"{remote.url}/blocks/{item.hash}"
-                async with http.put(url, data=item.data, headers=self.headers) as response:
-                    if response.status != 201:
-                        raise _status_error(url, response.status, await response.read())
-
-            await self._parallel(refs, send_object)
-            await self._parallel(blocks, send_block)
-            precondition = {"If-Match": f'"{head}"'} if head is not None else {"If-None-Match": "*"}
-            url = f"{remote.url}/refs/head"
-            async with http.put(url, data=str(tip.head), headers={**self.headers, **precondition}) as response:
-                if response.status != 200:
-                    raise _status_error(url, response.status, await response.read())
-            return head, tip.head, len(blocks), uploaded, skipped, moved
+    @asynccontextmanager
+    async def push(self, remote: RemoteDataset) -> AsyncIterator[PushChannel]:
+        async with make_session(self.parallel) as http:
+            yield SimplePush(RestClient(http, remote, self.token, self.redirect), self.parallel)

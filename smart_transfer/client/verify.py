@@ -9,18 +9,15 @@ import os
 import secrets
 from dataclasses import asdict, dataclass, field
 
-from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.simple import SimpleProtocol
-from smart_transfer.model import ModelError, Multihash, validate_chain
+from smart_transfer.client.simple import RestClient
+from smart_transfer.client.transport import LocalChain
+from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs, objects_of, validate_chain
+from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
-from smart_transfer.repo.dataset import NewBlock, checkpoint_refs, objects_of
 from smart_transfer.repo.layout import block_key
-from smart_transfer.transfer.hashing import digest_file
+from smart_transfer.storage.digest import digest_file
 from smart_transfer.transfer.http import make_session
-
-#: Most remote blocks walked back while looking for where two histories part.
-MAX_COMPARE_WALK = 1_000_000
 
 
 @dataclass
@@ -101,36 +98,51 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
 async def compare_remote(
     report: VerifyReport, blocks: list[NewBlock], workspace: Workspace, url: str, token: str | None
 ) -> None:
-    """Fill in how the local chain relates to the remote one."""
+    """Fill in how the local chain relates to the remote one: walk back from the remote head (one
+    REST request per block) to the first block the local chain has."""
     remote = RemoteDataset.parse(url)
     report.remote = remote.url
-    simple = SimpleProtocol(workspace, token=token)
     local_seq = {b.hash: b.block.sequence_number for b in blocks}
     local_tip_seq = len(blocks) - 1
     async with make_session(4) as http:
-        head = await simple.remote_head(http, remote)
+        rest = RestClient(http, remote, token, redirect=True)
+        head = await rest.head()
         report.remote_head = str(head) if head is not None else None
         if head is None:
             report.relation = "remote-missing"
             return
-        if str(head) == report.head:
-            report.relation = "same"
-            report.common_block = local_tip_seq
-            return
-        if head in local_seq:
-            report.relation = "local-ahead"
-            report.common_block = local_seq[head]
-            report.local_only_blocks = local_tip_seq - local_seq[head]
-            return
-        cursor: Multihash | None = head
-        walked = 0
-        while cursor is not None and cursor not in local_seq and walked < MAX_COMPARE_WALK:
-            data = await simple._get(http, f"{remote.url}/blocks/{cursor}")
-            assert data is not None
-            cursor = NewBlock.decode(data).block.prev_block_hash
-            walked += 1
-        common = local_seq.get(cursor) if cursor is not None else None
-        report.common_block = common
-        report.remote_only_blocks = walked
-        report.local_only_blocks = local_tip_seq - (common if common is not None else -1)
+        local = LocalChain(None, [], lambda h: h in local_seq)
+        walked, common_hash = await rest.walk(head, local)
+    common = local_seq.get(common_hash) if common_hash is not None else None
+    report.common_block = common
+    report.remote_only_blocks = len(walked)
+    report.local_only_blocks = local_tip_seq - (common if common is not None else -1)
+    if report.remote_only_blocks == 0:
+        report.relation = "same" if report.local_only_blocks == 0 else "local-ahead"
+    else:
         report.relation = "remote-ahead" if report.local_only_blocks == 0 else "diverged"
+
+
+RELATIONS = {
+    "same": "identical to the remote (same head)",
+    "local-ahead": "ahead of the remote by {local} block(s)",
+    "remote-ahead": "behind the remote by {remote} block(s)",
+    "diverged": "diverged from the remote after block {common}: {local} local-only and {remote} remote-only block(s)",
+    "remote-missing": "the remote has no such dataset",
+}
+
+
+def print_report(report: VerifyReport) -> None:
+    """The report as text lines."""
+    print(f"{report.dataset}: {report.blocks} block(s), {report.objects_checked} object(s) checked, head {report.head}")
+    for problem in report.problems:
+        print(f"  problem: {problem}")
+    if report.quarantined:
+        print(f"  {len(report.quarantined)} corrupt object(s) moved to quarantine; `pull` fetches them again")
+    if report.relation is not None:
+        relation = RELATIONS[report.relation].format(
+            local=report.local_only_blocks, remote=report.remote_only_blocks, common=report.common_block
+        )
+        print(f"  {relation} ({report.remote})")
+    if report.ok:
+        print("  ok")

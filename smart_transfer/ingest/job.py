@@ -26,10 +26,9 @@ import orjson
 from smart_transfer.checkpoint.files import open_checkpoint, snapshot, store_checkpoint
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.ingest.parquet import normalize
-from smart_transfer.model import AddData, Checkpoint, DataSlice, OffsetInterval
+from smart_transfer.model import AddData, Checkpoint, DataSlice, ObjectRef, OffsetInterval
 from smart_transfer.repo import ObjectKind, Workspace
-from smart_transfer.repo.dataset import ObjectRef
-from smart_transfer.transfer.hashing import digest_file
+from smart_transfer.storage.digest import digest_file
 
 FORMATS = ("csv", "json", "parquet")
 OFFSET_COLUMN = "offset"

@@ -66,3 +66,22 @@ def decode_block(data: bytes) -> MetadataBlock:
         raise InvalidBlock("block bytes are not in canonical form (sorted keys, compact JSON)")
     object.__setattr__(block, "_encoded", data)
     return block
+
+
+@dataclass(frozen=True, slots=True)
+class NewBlock:
+    """A block with its address and canonical bytes: what is committed, sent and walked."""
+
+    hash: Multihash
+    data: bytes
+    block: MetadataBlock
+
+    @classmethod
+    def of(cls, block: MetadataBlock) -> NewBlock:
+        data = block.encode()
+        return cls(Multihash.of(data), data, block)
+
+    @classmethod
+    def decode(cls, data: bytes, address: Multihash | None = None) -> NewBlock:
+        """Decode ``data``; ``address`` (already checked by the caller) saves hashing it again."""
+        return cls(address or Multihash.of(data), data, decode_block(data))

@@ -19,10 +19,9 @@ def encode(message: Message) -> str:
     return orjson.dumps(message.model_dump(mode="json")).decode()
 
 
-def decode(text: str | bytes, max_bytes: int = MAX_TEXT_FRAME_BYTES) -> AnyMessage:
-    """Parse and validate one text frame (strict: no silent type coercion, no unknown fields)."""
-    if len(text) > max_bytes:
-        raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"text frame of {len(text)} bytes exceeds {max_bytes}")
+def decode(text: str | bytes) -> AnyMessage:
+    """Parse and validate one text frame (strict: no silent type coercion, no unknown fields). Size
+    limits are the Connection's."""
     try:
         return _ADAPTER.validate_json(text)
     except ValidationError as exc:

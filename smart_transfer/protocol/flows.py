@@ -1,16 +1,15 @@
 """The ordering rules of both flows, one transition table each (after h11's ``_state.py``).
 
 Everything that decides which message may come next lives here, and it does not know which side it
-runs on: the server and the client drive the same ``Conversation`` and so cannot disagree. A
-message the table does not allow raises ProtocolError(UNEXPECTED_MESSAGE) naming the flow, phase,
-sender and message.
+runs on: the server and the client drive the same ``Connection`` (``connection.py``) over these
+tables and so cannot disagree. A message the table does not allow ends the session with
+UnexpectedMessage naming the flow, phase, sender and message. A transition that keeps the phase
+(``Progress``) is a keep-alive: allowed whenever the table lists it, and absorbed by the receiver.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 
 
 class Sender(Enum):
@@ -64,36 +63,3 @@ PUSH_TRANSITIONS: dict[tuple[Phase, Sender, str], Phase] = {
 }
 
 FLOWS = {"pull": PULL_TRANSITIONS, "push": PUSH_TRANSITIONS}
-
-
-class Conversation:
-    """The phase of one session of one flow; every message sent or received goes through it."""
-
-    def __init__(self, flow: str) -> None:
-        self.flow = flow
-        self.table = FLOWS[flow]
-        self.phase = Phase.AWAIT_REQUEST
-
-    def expects(self, sender: Sender) -> list[str]:
-        """Message types ``sender`` may send now (for error messages and docs)."""
-        return sorted(kind for (phase, who, kind) in self.table if phase is self.phase and who is sender)
-
-    def advance(self, sender: Sender, message_type: str) -> Phase:
-        """Record a message; raises ProtocolError if the table does not allow it here."""
-        if message_type == "Error" and self.phase not in (Phase.DONE, Phase.FAILED):
-            self.phase = Phase.FAILED
-            return self.phase
-        next_phase = self.table.get((self.phase, sender, message_type))
-        if next_phase is None:
-            allowed = ", ".join(self.expects(sender)) or "nothing"
-            raise ProtocolError(
-                ErrorCode.UNEXPECTED_MESSAGE,
-                f"{self.flow}: {sender.value} sent {message_type} in phase {self.phase.value}; allowed: {allowed}",
-                {"flow": self.flow, "phase": self.phase.value, "message": message_type},
-            )
-        self.phase = next_phase
-        return next_phase
-
-    @property
-    def finished(self) -> bool:
-        return self.phase in (Phase.DONE, Phase.FAILED)

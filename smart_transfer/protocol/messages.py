@@ -13,12 +13,20 @@ from smart_transfer.protocol.errors import ErrorCode
 
 HASH_PATTERN = r"^f1[26]20[0-9a-f]{64}$"
 MAX_ERROR_TEXT = 2000
+#: Most blocks a request may name as known to the client (its chain, sampled back from its head).
+MAX_KNOWN_BLOCKS = 128
+
+
+def _type_is_required(schema: dict[str, Any]) -> None:
+    """Every message carries its ``type`` on the wire, so the documents say it is required."""
+    if "type" in schema.get("properties", {}):
+        schema["required"] = sorted({*schema.get("required", []), "type"})
 
 
 class Message(BaseModel):
     """Base of all messages: strict, frozen, unknown fields refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, json_schema_extra=_type_is_required)
 
 
 def _check_hash(value: str | None) -> str | None:
@@ -31,6 +39,15 @@ def _check_hash(value: str | None) -> str | None:
 
 
 HashText = Annotated[str, Field(pattern=HASH_PATTERN, description="multihash as multibase base16 text")]
+KnownBlocks = Annotated[
+    list[HashText],
+    Field(
+        max_length=MAX_KNOWN_BLOCKS,
+        description="blocks of the client's chain, newest first: its head's 64 predecessors, then every "
+        "power-of-two distance back, then its Seed. When the histories diverged and force is given, the "
+        "server sends only the blocks after the newest of these it has (the last common block).",
+    ),
+]
 
 
 class TransferPlan(Message):
@@ -58,7 +75,7 @@ class HttpRequest(Message):
     method: Literal["GET", "PUT"]
     url: str
     headers: dict[str, str]
-    expires_at: int = Field(description="Unix time in seconds after which the URL no longer works")
+    expires_at: int = Field(description="Unix time in seconds after which the URL no longer works (0: never)")
 
 
 # -- common ------------------------------------------------------------------------------------------
@@ -92,6 +109,7 @@ class DatasetPullRequest(Message):
     begin_after: HashText | None = None
     stop_at: HashText | None = None
     force_update_if_diverged: bool = False
+    known_blocks: KnownBlocks = Field(default_factory=list)
 
     _valid_hashes = field_validator("begin_after", "stop_at")(_check_hash)
 
@@ -147,15 +165,20 @@ class DatasetPushRequest(Message):
     current_head: HashText | None = None
     transfer_plan: TransferPlan
     force_update_if_diverged: bool = False
+    known_blocks: KnownBlocks = Field(default_factory=list)
 
     _valid_hash = field_validator("current_head")(_check_hash)
 
 
 class DatasetPushRequestAccepted(Message):
-    """Server: go ahead; send the blocks as one binary frame (a gzip tar)."""
+    """Server: go ahead; send the blocks after ``common_block`` as one binary frame (a gzip tar)."""
 
     type: Literal["DatasetPushRequestAccepted"] = "DatasetPushRequestAccepted"
     current_head: HashText | None
+    common_block: HashText | None = Field(
+        default=None,
+        description="the newest of the request's known_blocks on the server's chain (null: none, or no dataset)",
+    )
 
 
 class DatasetPushMetadataAccepted(Message):

@@ -10,10 +10,10 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from smart_transfer.checkpoint.manifest import MAX_MANIFEST_BYTES
 from smart_transfer.model import InvalidMultihash, Multihash
 from smart_transfer.model.block import MAX_BLOCK_BYTES
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.model.manifest import MAX_MANIFEST_BYTES
+from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
 
 #: Most blocks one tarball may carry.
 DEFAULT_MAX_BLOCKS = 1_000_000
@@ -82,7 +82,9 @@ def unpack_blocks(
                 if not entry_hash.matches(content):
                     what = "manifest" if is_manifest else "block"
                     raise ProtocolError(
-                        ErrorCode.INVALID_BLOCKS, f"{what} {entry_hash} does not match its hash", {what: hash_text}
+                        ErrorCode.INVALID_BLOCKS,
+                        f"{what} {entry_hash} does not match its hash",
+                        InvalidBlocksDetails(**{what: hash_text}),
                     )
                 if is_manifest:
                     bundle.manifests[entry_hash] = content

@@ -6,11 +6,7 @@ import contextlib
 import secrets
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
-import orjson
-
-from smart_transfer.checkpoint.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model import (
     AddData,
     ChainTip,
@@ -18,103 +14,28 @@ from smart_transfer.model import (
     MetadataBlock,
     ModelError,
     Multihash,
+    NewBlock,
+    ObjectKind,
+    ObjectRef,
+    checkpoint_refs,
+    committed_refs,
     decode_block,
+    objects_of,
     validate_extension,
 )
 from smart_transfer.model.block import utc_now
 from smart_transfer.model.events import Event, Seed
+from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
+from smart_transfer.model.walk import walk_chain
 from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved
 from smart_transfer.repo.index import RepositoryIndex
-from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_key
+from smart_transfer.repo.layout import block_key, head_key, object_key
 from smart_transfer.storage import ObjectNotFound, ObjectStore
-from smart_transfer.storage.local import LocalStore
-
-#: Longest chain walked back when bringing the index up to date from the store.
-MAX_CHAIN_WALK = 10_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
-    """An object a block references."""
-
-    kind: ObjectKind
-    physical_hash: Multihash
-    size: int
-
-
-def referenced_objects(block: MetadataBlock) -> list[ObjectRef]:
-    """The objects ``block`` references (data slice, checkpoint)."""
-    event = block.event
-    refs: list[ObjectRef] = []
-    if isinstance(event, AddData):
-        if event.new_data is not None:
-            refs.append(ObjectRef(ObjectKind.DATA, event.new_data.physical_hash, event.new_data.size))
-        if event.new_checkpoint is not None:
-            refs.append(ObjectRef(ObjectKind.CHECKPOINT, event.new_checkpoint.physical_hash, event.new_checkpoint.size))
-    return refs
-
-
-def objects_of(
-    blocks: Iterable[NewBlock], manifests: Mapping[Multihash, CheckpointManifest] | None = None
-) -> list[ObjectRef]:
-    """The distinct objects ``blocks`` reference, in first-reference order; with ``manifests``, each
-    checkpoint's files follow its manifest (a manifest not given is skipped: callers check first)."""
-    seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
-    for item in blocks:
-        for ref in referenced_objects(item.block):
-            seen.setdefault((ref.kind, ref.physical_hash), ref)
-            manifest = manifests.get(ref.physical_hash) if manifests and ref.kind is ObjectKind.CHECKPOINT else None
-            for file in manifest.files if manifest is not None else ():
-                seen.setdefault(
-                    (ObjectKind.CHECKPOINT, file.physical_hash),
-                    ObjectRef(ObjectKind.CHECKPOINT, file.physical_hash, file.size),
-                )
-    return list(seen.values())
-
-
-def committed_refs(blocks: Iterable[bytes]) -> list[ObjectRef]:
-    """What blocks this repository validated at commit reference, read without re-validating them
-    (a light JSON parse): the server plans pulls of 100,000-block chains with this."""
-    seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
-    for data in blocks:
-        event = orjson.loads(data)["event"]
-        if event["type"] != AddData.TYPE:
-            continue
-        for field_name, kind in (("new_data", ObjectKind.DATA), ("new_checkpoint", ObjectKind.CHECKPOINT)):
-            entry = event.get(field_name)
-            if entry is not None:
-                ref = ObjectRef(kind, Multihash.parse(entry["physical_hash"]), entry["size"])
-                seen.setdefault((kind, ref.physical_hash), ref)
-    return list(seen.values())
-
-
-def checkpoint_refs(blocks: Iterable[NewBlock]) -> list[ObjectRef]:
-    """The checkpoint manifests ``blocks`` reference."""
-    return [r for r in objects_of(blocks) if r.kind is ObjectKind.CHECKPOINT]
 
 
 def new_dataset_id() -> str:
     """A fresh random dataset id in the ``did:odf:`` form."""
     return "did:odf:f" + secrets.token_hex(32)
-
-
-@dataclass(frozen=True, slots=True)
-class NewBlock:
-    """A block ready to commit: its address, canonical bytes and decoded form."""
-
-    hash: Multihash
-    data: bytes
-    block: MetadataBlock
-
-    @classmethod
-    def of(cls, block: MetadataBlock) -> NewBlock:
-        data = block.encode()
-        return cls(Multihash.of(data), data, block)
-
-    @classmethod
-    def decode(cls, data: bytes) -> NewBlock:
-        block = decode_block(data)
-        return cls(Multihash.of(data), data, block)
 
 
 class DatasetRepository:
@@ -163,8 +84,8 @@ class DatasetRepository:
         return tip
 
     def _sync(self) -> ChainTip | None:
-        """Make the index match the stored head: walk back from head to the first block the index
-        already has on its chain, validate the new part, and record it. Handles rewrites (force)."""
+        """Make the index match the stored head: walk back from head to the first block on the indexed
+        chain, validate the new part, and record it. Handles rewrites (force)."""
         head = self.head()
         indexed = self.index.tip(self.name)
         if head is None:
@@ -173,32 +94,13 @@ class DatasetRepository:
             return None
         if indexed is not None and indexed.head == head:
             return indexed
-        walked: list[tuple[Multihash, bytes, MetadataBlock]] = []
-        cursor: Multihash | None = head
-        base: ChainTip | None = None
-        while cursor is not None:
-            data = self.block_bytes(cursor)
-            try:
-                block = decode_block(data)
-            except ModelError as exc:
-                raise CorruptRepository(f"{self.name}: block {cursor} is malformed: {exc}") from None
-            entry = self.index.entry_at(self.name, block.sequence_number)
-            if (
-                indexed is not None
-                and entry is not None
-                and entry[0] == cursor
-                and block.sequence_number <= indexed.sequence_number
-            ):
-                base = ChainTip(cursor, block.sequence_number, indexed.dataset_id, entry[1])
-                break
-            walked.append((cursor, data, block))
-            if len(walked) > MAX_CHAIN_WALK:
-                raise CorruptRepository(f"{self.name}: chain longer than {MAX_CHAIN_WALK} blocks")
-            cursor = block.prev_block_hash
-        walked.reverse()
-        self._record(indexed, base, [NewBlock(h, d, b) for h, d, b in walked])
-        tip = self.index.tip(self.name)
-        return tip
+        try:
+            walk = walk_chain(head, self.block_bytes, self.on_chain)
+        except ModelError as exc:
+            raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
+        base = self.chain_tip_at(walk.base) if walk.base is not None else None
+        self._record(indexed, base, walk.blocks)
+        return self.index.tip(self.name)
 
     def _record(
         self,
@@ -262,6 +164,17 @@ class DatasetRepository:
         entry = self.index.entry_at(self.name, seq)
         return seq if entry is not None and entry[0] == block_hash else None
 
+    def on_chain(self, block_hash: Multihash) -> bool:
+        """Whether ``block_hash`` is on the current (indexed) chain."""
+        return self.sequence_of(block_hash) is not None
+
+    def hash_at(self, seq: int) -> Multihash:
+        """The hash of block ``seq`` of the current (indexed) chain."""
+        entry = self.index.entry_at(self.name, seq)
+        if entry is None:
+            raise CorruptRepository(f"index of {self.name} has no block {seq}; delete the index to rebuild it")
+        return entry[0]
+
     def chain_tip_at(self, block_hash: Multihash) -> ChainTip | None:
         """The tip the chain had at ``block_hash`` if that block is on the current chain."""
         seq = self.sequence_of(block_hash)
@@ -301,13 +214,15 @@ class DatasetRepository:
         verified before it was renamed into place, so one stat per object is enough."""
         missing = []
         for ref in refs:
-            if isinstance(self.store, LocalStore):
+            key = self.object_key(ref)
+            path = self.store.local_path(key)
+            if path is not None:
                 try:
-                    present = self.store.path_of(self.object_key(ref)).stat().st_size == ref.size
+                    present = path.stat().st_size == ref.size
                 except FileNotFoundError:
                     present = False
             else:
-                info = self.store.head(self.object_key(ref))
+                info = self.store.head(key)
                 present = info is not None and info.size == ref.size
             if not present:
                 missing.append(ref)

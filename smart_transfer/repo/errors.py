@@ -26,3 +26,7 @@ class HeadMoved(RepositoryError):
 
 class CorruptRepository(RepositoryError):
     """The stored chain is missing a block or breaks a chain rule."""
+
+
+class WorkspaceNotFound(RepositoryError):
+    """A read-only command named a workspace directory that does not exist."""

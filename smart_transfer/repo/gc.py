@@ -14,9 +14,9 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from smart_transfer.checkpoint.manifest import decode_manifest
-from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError, Multihash
-from smart_transfer.repo.dataset import NewBlock, objects_of
+from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError, Multihash, NewBlock, objects_of
+from smart_transfer.model.manifest import decode_manifest
+from smart_transfer.model.walk import walk_chain
 from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound, ObjectStore
 
@@ -49,13 +49,8 @@ def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -
 def _chain(store: ObjectStore, dataset: DatasetName) -> list[NewBlock]:
     """The blocks reachable from the dataset's head (walked in the store, one read each)."""
     raw = store.read_ref(head_key(dataset))
-    cursor = Multihash.parse(raw.decode().strip()) if raw else None
-    chain: list[NewBlock] = []
-    while cursor is not None:
-        item = NewBlock.decode(store.get(block_key(dataset, cursor)))
-        chain.append(item)
-        cursor = item.block.prev_block_hash
-    return chain
+    head = Multihash.parse(raw.decode().strip()) if raw else None
+    return walk_chain(head, lambda h: store.get(block_key(dataset, h)), lambda _h: False).blocks
 
 
 def _delete(store: ObjectStore, info: ObjectInfo, report: GcReport, dry_run: bool) -> None:

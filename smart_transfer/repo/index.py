@@ -83,6 +83,15 @@ class RepositoryIndex:
             batch.delete(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()))
         self._db.write(batch)
 
+    def record_staged(self, dataset: DatasetName, kind: ObjectKind, object_hash: Multihash, md5_hex: str) -> None:
+        """Remember the MD5 of an object this server uploaded itself after hashing its body (a simple
+        protocol PUT), so the commit that references it checks it like a promised one."""
+        self._db[_key(dataset, "m", f"{kind.value}/{object_hash}".encode())] = md5_hex.encode()
+
+    def staged_md5(self, dataset: DatasetName, kind: ObjectKind, object_hash: Multihash) -> str | None:
+        raw = self._db.get(_key(dataset, "m", f"{kind.value}/{object_hash}".encode()))
+        return None if raw is None else raw.decode()
+
     def record_blocks(self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
         """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain)."""
         batch = WriteBatch(raw_mode=True)

@@ -3,16 +3,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from smart_transfer.model import DatasetName, Multihash, ObjectKind
 
-from smart_transfer.model import DatasetName, Multihash
-
-
-class ObjectKind(StrEnum):
-    """The kinds of objects blocks reference; the value is the folder name in the layout."""
-
-    DATA = "data"
-    CHECKPOINT = "checkpoints"
+__all__ = ["ObjectKind", "block_key", "head_key", "object_key", "object_prefix"]
 
 
 def head_key(dataset: DatasetName) -> str:

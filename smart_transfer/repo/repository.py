@@ -10,6 +10,7 @@ from typing import Self
 
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.errors import WorkspaceNotFound
 from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import head_key
 from smart_transfer.storage import ObjectStore
@@ -62,12 +63,16 @@ class Workspace(Repository):
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        super().__init__(LocalStore(self.root / "store"), self.root / "index")
+        #: The workspace's store, with the file-level operations a LocalStore offers.
+        self.local_store = LocalStore(self.root / "store")
+        super().__init__(self.local_store, self.root / "index")
 
-    @property
-    def local_store(self) -> LocalStore:
-        assert isinstance(self.store, LocalStore)
-        return self.store
+    @classmethod
+    def open_existing(cls, root: Path) -> Workspace:
+        """The workspace at ``root``; WorkspaceNotFound instead of creating one (read-only commands)."""
+        if not (Path(root) / "index").is_dir():
+            raise WorkspaceNotFound(f"no workspace at {root} (pull or add a dataset first, or give --workspace)")
+        return cls(root)
 
     @staticmethod
     def default_root() -> Path:

@@ -8,26 +8,42 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Header
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.routing import Route
 
 import smart_transfer
 from smart_transfer.model import ModelError
+from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails, ProtocolError
 from smart_transfer.repo import Repository, RepositoryError
+from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.auth import Access, AuthError
-from smart_transfer.server.errors import access_error_handler, typed_error_handler, validation_error_handler
+from smart_transfer.server.errors import http_error_handler, typed_error_handler, validation_error_handler
 from smart_transfer.server.limits import Busy
-from smart_transfer.server.rest_routes import rest_router
+from smart_transfer.server.rest_common import ErrorBody, error_responses
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
 from smart_transfer.storage import StorageError
-from smart_transfer.storage.local import LocalStore
+
+
+class ServerInfo(BaseModel):
+    """What ``GET /`` says: the server, and the datasets the token may read (never where they are stored)."""
+
+    server: str
+    version: str
+    store: str
+    datasets: list[str]
+    object_bytes_through_server: int
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:
     """Build the app for a server reachable on ``port`` (used to form presigned URLs)."""
-    store = settings.open_store(port)
+    embedded = settings.embedded_store(port)
+    store = embedded if embedded is not None else settings.open_store(port)
     repository = Repository(store, settings.index_path(store))
     state = ServerState(settings, repository, settings.base_url(port))
 
@@ -43,41 +59,53 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.smart_transfer = state
-    for error_type in (ModelError, StorageError, RepositoryError):
-        app.add_exception_handler(error_type, typed_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
-    app.add_exception_handler(AuthError, access_error_handler)
-    app.add_exception_handler(Busy, access_error_handler)
-    if isinstance(store, LocalStore):
-        app.include_router(store_router(store, settings.max_object_bytes, state.count_object_bytes))
+    app.add_exception_handler(HTTPException, http_error_handler(lambda path: _allowed_methods(app, path)))
+    # each typed error by its class: Starlette re-raises (and logs) whatever reaches the catch-all
+    for error_type in (ProtocolError, ModelError, StorageError, RepositoryError, AuthError, Busy, Exception):
+        app.add_exception_handler(error_type, typed_error_handler)
+    if embedded is not None:
+        app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
 
     @app.get(
         "/",
         operation_id="describeServer",
         summary="Describe the server and the datasets the token may read",
-        responses={status: {"description": text} for status, text in ((401, "token required or unknown"),)},
+        response_model=ServerInfo,
+        responses=error_responses(),
     )
-    async def describe_server(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    async def describe_server(authorization: Annotated[str | None, Header()] = None) -> ServerInfo:
         grant = state.authorizer.subject(authorization)
         names = await run_in_threadpool(
             lambda: [str(n) for n in repository.dataset_names() if grant is None or grant.allows(n, Access.READ)]
         )
-        return {
-            "server": "smart-transfer",
-            "version": smart_transfer.__version__,
-            "store": store.describe(),
-            "datasets": names,
-            "object_bytes_through_server": state.object_bytes_through_server,
-        }
+        return ServerInfo(
+            server="smart-transfer",
+            version=smart_transfer.__version__,
+            store="embedded" if store.served_by_owner else "s3",
+            datasets=names,
+            object_bytes_through_server=state.object_bytes_through_server,
+        )
 
-    app.include_router(rest_router(state))
-    _document_only_real_errors(app)
+    app.include_router(rest_read.router)
+    app.include_router(rest_write.router)
+    _document_errors(app)
     return app
 
 
-def _document_only_real_errors(app: FastAPI) -> None:
-    """FastAPI documents a 422 for every route with parameters; this app answers 400 instead."""
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method some route answers at ``path`` (for a truthful ``Allow``)."""
+    methods: set[str] = set()
+    for route in app.routes:
+        if isinstance(route, Route) and route.path_regex.match(path) and route.methods:
+            methods |= route.methods
+    return sorted(methods)
+
+
+def _document_errors(app: FastAPI) -> None:
+    """The document lists the real error answers: no FastAPI 422s (this app answers 400), the error
+    body and every code's typed details as schemas, and which details each code carries."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -86,8 +114,17 @@ def _document_only_real_errors(app: FastAPI) -> None:
             for operations in schema.get("paths", {}).values():
                 for operation in operations.values():
                     operation.get("responses", {}).pop("422", None)
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             for name in ("HTTPValidationError", "ValidationError"):
-                schema.get("components", {}).get("schemas", {}).pop(name, None)
+                schemas.pop(name, None)
+            models: list[type[BaseModel]] = [ErrorBody, NoDetails, *DETAILS.values()]
+            _, defs = models_json_schema(
+                [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
+            )
+            schemas.update(defs["$defs"])
+            schema["x-error-details"] = {
+                code.value: f"#/components/schemas/{DETAILS.get(code, NoDetails).__name__}" for code in ErrorCode
+            }
             app.openapi_schema = schema
         return app.openapi_schema
 

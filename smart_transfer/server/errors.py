@@ -1,24 +1,77 @@
-"""How the server turns typed errors into HTTP answers: ``{"error": {"code", "message"}}``."""
+"""How the server reports every failure, once for both faces: an exception becomes a ProtocolError
+(the one vocabulary), which a session sends as ``Error`` and REST as ``{"error": {code, message,
+details}}`` with the code's HTTP status. Client faults are logged as one line, never a traceback."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
-from smart_transfer.model import ModelError
+from smart_transfer.model import InvalidDatasetName, InvalidMultihash, ModelError
+from smart_transfer.protocol.errors import (
+    BusyDetails,
+    ErrorCode,
+    MethodNotAllowedDetails,
+    ProtocolError,
+    RangeNotSatisfiableDetails,
+)
 from smart_transfer.repo import DatasetNotFound, RepositoryError
 from smart_transfer.server.auth import AuthError
 from smart_transfer.server.limits import Busy
 from smart_transfer.storage import ObjectNotFound, StorageError, StorageUnavailable
 
-
-def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
-    return {"error": {"code": code, "message": message}}
+log = logging.getLogger("smart_transfer.server")
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+def as_protocol_error(exc: BaseException) -> ProtocolError:
+    """The typed error ``exc`` stands for (Internal, logged, for anything unforeseen)."""
+    if isinstance(exc, ProtocolError):
+        return exc
+    simple: list[tuple[type[BaseException], ErrorCode]] = [
+        (InvalidDatasetName, ErrorCode.INVALID_DATASET_NAME),
+        (InvalidMultihash, ErrorCode.INVALID_HASH),
+        (StorageUnavailable, ErrorCode.STORAGE_UNAVAILABLE),
+        (DatasetNotFound, ErrorCode.DATASET_NOT_FOUND),
+        (ObjectNotFound, ErrorCode.OBJECT_NOT_FOUND),
+        (ModelError, ErrorCode.INVALID_REQUEST),
+    ]
+    for kind, code in simple:
+        if isinstance(exc, kind):
+            return ProtocolError(code, str(exc))
+    if isinstance(exc, AuthError):
+        return ProtocolError(ErrorCode.UNAUTHORIZED if exc.status == 401 else ErrorCode.FORBIDDEN, str(exc))
+    if isinstance(exc, Busy):
+        return ProtocolError(ErrorCode.BUSY, str(exc), BusyDetails(retry_after=exc.retry_after))
+    if isinstance(exc, StorageError | RepositoryError):
+        log.warning("server error: %s", exc)
+        return ProtocolError(ErrorCode.INTERNAL, str(exc))
+    log.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
+    return ProtocolError(ErrorCode.INTERNAL, "internal server error")
+
+
+def error_response(error: ProtocolError) -> JSONResponse:
+    """The REST answer for ``error``, with the headers its status calls for."""
+    headers: dict[str, str] = {}
+    if isinstance(error.details, BusyDetails):
+        headers["Retry-After"] = str(error.details.retry_after)
+    if error.code is ErrorCode.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = 'Bearer realm="smart-transfer"'
+    if isinstance(error.details, RangeNotSatisfiableDetails):
+        headers["Content-Range"] = f"bytes */{error.details.size}"
+    if isinstance(error.details, MethodNotAllowedDetails):
+        headers["Allow"] = ", ".join(error.details.allowed)
+    body = {"error": {"code": error.code.value, "message": error.message, "details": error.details_dict()}}
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
+async def typed_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """Every exception a route raises answers in the documented error shape."""
+    return error_response(as_protocol_error(exc))
 
 
 async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
@@ -27,34 +80,35 @@ async def validation_error_handler(_request: Request, exc: Exception) -> JSONRes
     first = exc.errors()[0] if exc.errors() else {}
     location = tuple(first.get("loc", ()))
     field = str(location[-1]) if location else "request"
-    code = "InvalidRequest"
+    code = ErrorCode.INVALID_REQUEST
     if location[:1] == ("path",) and field == "dataset":
-        code = "InvalidDatasetName"
+        code = ErrorCode.INVALID_DATASET_NAME
     elif location[:1] == ("path",) and field.endswith("hash"):
-        code = "InvalidHash"
+        code = ErrorCode.INVALID_HASH
     elif location[:1] == ("path",) and field == "kind":
-        return error_response(404, "NotFound", "no such object kind")
-    return error_response(400, code, f"{'.'.join(map(str, location))}: {first.get('msg', 'invalid')}")
+        return error_response(ProtocolError(ErrorCode.NO_SUCH_ROUTE, "no such object kind (data or checkpoints)"))
+    return error_response(ProtocolError(code, f"{'.'.join(map(str, location))}: {first.get('msg', 'invalid')}"))
 
 
-async def access_error_handler(_request: Request, exc: Exception) -> JSONResponse:
-    """401 (with the scheme to use) and 403 for tokens; 429 with Retry-After when busy."""
-    if isinstance(exc, Busy):
-        return error_response(429, "Busy", str(exc), {"Retry-After": str(exc.retry_after)})
-    assert isinstance(exc, AuthError)
-    if exc.status == 401:
-        return error_response(401, "Unauthorized", str(exc), {"WWW-Authenticate": 'Bearer realm="smart-transfer"'})
-    return error_response(403, "Forbidden", str(exc))
+ErrorHandler = Callable[[Request, Exception], Awaitable[JSONResponse]]
 
 
-async def typed_error_handler(_request: Request, exc: Exception) -> JSONResponse:
-    """Map the project's typed errors to status codes; never a traceback to the client."""
-    if isinstance(exc, ModelError):
-        return error_response(400, "InvalidInput", str(exc))
-    if isinstance(exc, DatasetNotFound | ObjectNotFound):
-        return error_response(404, "NotFound", str(exc))
-    if isinstance(exc, StorageUnavailable):
-        return error_response(503, "StorageUnavailable", str(exc))
-    if isinstance(exc, StorageError | RepositoryError):
-        return error_response(500, "ServerError", str(exc))
-    return error_response(500, "InternalError", "internal error")
+def http_error_handler(allowed_methods: Callable[[str], list[str]]) -> ErrorHandler:
+    """Starlette's own 404/405 answers, in the documented shape (405 with the path's real Allow)."""
+
+    async def handler(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            allowed = allowed_methods(request.url.path)
+            return error_response(
+                ProtocolError(
+                    ErrorCode.METHOD_NOT_ALLOWED,
+                    f"{request.method} is not allowed on {request.url.path}",
+                    MethodNotAllowedDetails(allowed=allowed),
+                )
+            )
+        if exc.status_code == 404:
+            return error_response(ProtocolError(ErrorCode.NO_SUCH_ROUTE, f"no route {request.url.path}"))
+        return error_response(ProtocolError(ErrorCode.INVALID_REQUEST, str(exc.detail)))
+
+    return handler

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smart_transfer.storage import ObjectStore
-from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
+from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS, DEFAULT_URL_TTL_SECONDS
+
+__all__ = ["DEFAULT_URL_TTL_SECONDS", "ServerSettings"]
 from smart_transfer.storage.local import LocalStore
-from smart_transfer.storage.s3 import DEFAULT_MAX_CONNECTIONS, S3Store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -83,9 +84,15 @@ class ServerSettings:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{port}"
 
+    def embedded_store(self, port: int) -> LocalStore | None:
+        """The embedded store, when no S3 bucket is configured (its presigned URLs name this server)."""
+        return None if self.s3_bucket is not None else LocalStore(self.root / "store", public_url=self.base_url(port))
+
     def open_store(self, port: int) -> ObjectStore:
         """The configured store: S3 when a bucket is given, else the embedded LocalStore."""
         if self.s3_bucket is not None:
+            from smart_transfer.storage.s3 import S3Store  # boto3 is slow to import: only when used
+
             return S3Store(
                 self.s3_bucket,
                 self.s3_prefix,
@@ -98,7 +105,7 @@ class ServerSettings:
 
     def index_path(self, store: ObjectStore) -> Path:
         """The server's index lives on local disk, one per store so two buckets never share one."""
-        if isinstance(store, LocalStore):
+        if store.served_by_owner:
             return self.root / "index"
         identity = hashlib.sha256(store.describe().encode()).hexdigest()[:16]
         return self.root / f"index-{identity}"

@@ -1,29 +1,27 @@
-"""The Smart Transfer Protocol's WebSocket endpoints: ``/{dataset}/pull`` and ``/{dataset}/push``."""
+"""The Smart Transfer Protocol's WebSocket endpoints: ``/{dataset}/pull`` and ``/{dataset}/push``
+(and, for any other path, a session that ends at once with NoSuchRoute)."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
-from smart_transfer.model import InvalidDatasetName, ModelError
+from smart_transfer.protocol.connection import PeerError
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
-from smart_transfer.repo import RepositoryError
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.server.auth import Access, AuthError
-from smart_transfer.server.limits import Busy
+from smart_transfer.server.auth import Access
+from smart_transfer.server.errors import as_protocol_error
 from smart_transfer.server.pull_flow import run_pull
 from smart_transfer.server.push_flow import run_push
 from smart_transfer.server.session import ClientGone, ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
-from smart_transfer.storage import StorageError, StorageUnavailable
 
-log = logging.getLogger("smart_transfer.server")
 Flow = Callable[[ServerSession, DatasetRepository, ServerSettings], Awaitable[None]]
+FLOWS: dict[str, tuple[Flow, Access]] = {"pull": (run_pull, Access.READ), "push": (run_push, Access.WRITE)}
 
 
 def smart_router(state: ServerState) -> APIRouter:
@@ -31,48 +29,44 @@ def smart_router(state: ServerState) -> APIRouter:
     settings = state.settings
     router = APIRouter()
 
-    async def run(websocket: WebSocket, dataset_name: str, flow_name: str, flow: Flow) -> None:
-        session = ServerSession(websocket, flow_name, settings.idle_timeout_seconds, settings.max_message_bytes)
-        try:
-            await session.accept()
+    async def authorized(session: ServerSession, websocket: WebSocket, dataset_name: str, flow_name: str) -> None:
+        await session.accept()
+        dataset = state.repository.dataset(dataset_name)
+        flow, access = FLOWS[flow_name]
+        grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
+        with state.sessions.hold(grant.subject if grant is not None else "anonymous"):
             try:
-                dataset = state.repository.dataset(dataset_name)
-            except InvalidDatasetName as exc:
-                raise ProtocolError(ErrorCode.INVALID_DATASET_NAME, str(exc)) from None
-            access = Access.WRITE if flow_name == "push" else Access.READ
-            try:
-                grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
-            except AuthError as exc:
-                code = ErrorCode.UNAUTHORIZED if exc.status == 401 else ErrorCode.FORBIDDEN
-                raise ProtocolError(code, str(exc)) from None
-            try:
-                with state.sessions.hold(grant.subject if grant is not None else "anonymous"):
-                    await asyncio.wait_for(flow(session, dataset, settings), settings.session_timeout_seconds)
-            except Busy as exc:
-                raise ProtocolError(ErrorCode.BUSY, str(exc), {"retry_after": exc.retry_after}) from None
+                await asyncio.wait_for(flow(session, dataset, settings), settings.session_timeout_seconds)
             except TimeoutError:
                 raise ProtocolError(
                     ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"
                 ) from None
+
+    async def run(websocket: WebSocket, dataset_name: str, flow_name: str) -> None:
+        session = ServerSession(websocket, flow_name, settings.idle_timeout_seconds, settings.max_message_bytes)
+        try:
+            await authorized(session, websocket, dataset_name, flow_name)
         except (ClientGone, WebSocketDisconnect, WebSocketDisconnected):
             return
-        except ProtocolError as exc:
-            await session.fail(exc)
-        except StorageUnavailable as exc:
-            await session.fail(ProtocolError(ErrorCode.STORAGE_UNAVAILABLE, str(exc)))
-        except (StorageError, RepositoryError, ModelError) as exc:
-            log.warning("%s %s failed: %s", flow_name, dataset_name, exc)
-            await session.fail(ProtocolError(ErrorCode.INTERNAL, str(exc)))
-        except Exception:
-            log.exception("%s %s failed", flow_name, dataset_name)
-            await session.fail(ProtocolError(ErrorCode.INTERNAL, "internal server error"))
+        except PeerError:
+            await session.close()  # the client said why it stopped; answer its close
+        except Exception as exc:
+            await session.fail(as_protocol_error(exc))
 
     @router.websocket("/{dataset}/pull")
     async def pull(websocket: WebSocket, dataset: str) -> None:
-        await run(websocket, dataset, "pull", run_pull)
+        await run(websocket, dataset, "pull")
 
     @router.websocket("/{dataset}/push")
     async def push(websocket: WebSocket, dataset: str) -> None:
-        await run(websocket, dataset, "push", run_push)
+        await run(websocket, dataset, "push")
+
+    @router.websocket("/{path:path}")
+    async def no_such_route(websocket: WebSocket, path: str) -> None:
+        session = ServerSession(websocket, "pull", settings.idle_timeout_seconds, settings.max_message_bytes)
+        await websocket.accept(subprotocol=(websocket.scope.get("subprotocols") or [None])[0])
+        await session.fail(
+            ProtocolError(ErrorCode.NO_SUCH_ROUTE, f"no session endpoint at /{path[:200]} (use /DATASET/pull or /push)")
+        )
 
     return router

@@ -14,9 +14,13 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from smart_transfer.server.errors import error_response
 from smart_transfer.storage.errors import PresignRefused
 from smart_transfer.storage.local import PRESIGN_ROUTE, LocalStore, ObjectWriter
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    """These routes stand in for S3, so they answer with S3's error codes (AccessDenied, NoSuchKey...)."""
+    return JSONResponse({"error": {"code": code, "message": message, "details": {}}}, status_code=status)
 
 
 def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable[[int], None]) -> APIRouter:

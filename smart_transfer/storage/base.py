@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -19,6 +17,8 @@ DEFAULT_URL_TTL_SECONDS = 300
 MAX_URL_TTL_SECONDS = 7 * 24 * 3600
 #: Concurrent requests of ``put_many``.
 DEFAULT_PUT_PARALLELISM = 32
+#: Connections an S3 store keeps open to its endpoint (server-side calls; clients transfer directly).
+DEFAULT_MAX_CONNECTIONS = 64
 #: Chunk size used when streaming objects.
 STREAM_CHUNK_BYTES = 1024 * 1024
 
@@ -42,19 +42,6 @@ def check_prefix(prefix: str) -> str:
     if prefix:
         check_key(prefix.rstrip("/") or "x")
     return prefix
-
-
-def md5_base64(data: bytes) -> str:
-    """The Content-MD5 header value (base64 of the raw digest) of ``data``."""
-    return base64.b64encode(hashlib.md5(data).digest()).decode("ascii")
-
-
-def md5_hex_from_base64(content_md5: str) -> str:
-    """Turn a Content-MD5 header value into the hex form S3 uses in ETags."""
-    raw = base64.b64decode(content_md5, validate=True)
-    if len(raw) != 16:
-        raise ValueError("Content-MD5 must be 16 bytes base64-encoded")
-    return raw.hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +74,13 @@ class ObjectStore(ABC):
 
     #: Whether presign_get/presign_put are available.
     supports_presigning: bool = True
+    #: Whether this store's presigned URLs point back at the server that owns it (the embedded
+    #: store): that server must serve them, and redirecting a reader to them gains nothing.
+    served_by_owner: bool = False
+
+    def local_path(self, key: str) -> Path | None:
+        """Where ``key``'s bytes live on this machine's disk, for stores that keep them there."""
+        return None
 
     @abstractmethod
     def describe(self) -> str:

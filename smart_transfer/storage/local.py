@@ -29,8 +29,8 @@ from smart_transfer.storage.base import (
     PresignedRequest,
     check_key,
     check_prefix,
-    md5_hex_from_base64,
 )
+from smart_transfer.storage.digest import md5_hex_from_base64
 from smart_transfer.storage.errors import (
     InvalidKey,
     ObjectNotFound,
@@ -49,6 +49,8 @@ ETAG_CACHE_ENTRIES = 200_000
 
 class LocalStore(ObjectStore):
     """Objects as files under ``root``; presigned URLs served by the smart-transfer server."""
+
+    served_by_owner = True
 
     def __init__(self, root: Path, public_url: str | None = None) -> None:
         self.root = Path(root).resolve()
@@ -73,6 +75,9 @@ class LocalStore(ObjectStore):
     def path_of(self, key: str) -> Path:
         """The file holding ``key`` (which may not exist)."""
         return self.root / check_key(key)
+
+    def local_path(self, key: str) -> Path:
+        return self.path_of(key)
 
     def _load_signing_key(self) -> bytes:
         path = self._internal / "signing-key"

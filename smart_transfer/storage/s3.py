@@ -23,6 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from smart_transfer.storage.base import (
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PUT_PARALLELISM,
     DEFAULT_URL_TTL_SECONDS,
     MAX_URL_TTL_SECONDS,
@@ -31,13 +32,11 @@ from smart_transfer.storage.base import (
     PresignedRequest,
     check_key,
     check_prefix,
-    md5_base64,
 )
+from smart_transfer.storage.digest import md5_base64
 from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageUnavailable
 from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 
-#: Connections boto3 keeps open to the endpoint (server-side calls; clients transfer directly).
-DEFAULT_MAX_CONNECTIONS = 64
 #: Retries of one bulk PUT (connection errors and 5xx), with backoff.
 BULK_RETRIES = urllib3.Retry(total=4, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504), allowed_methods=None)
 #: Generation numbers are written inverted so the newest sorts first.

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 import aiohttp
+import orjson
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
+from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.transfer.ratelimit import RateLimiter
 
@@ -43,6 +45,15 @@ class TransferFailed(Exception):
         self.reason = reason
         self.network = network
         super().__init__(f"{object_name}: {reason}")
+
+
+class TransferRefused(TransferFailed):
+    """The smart-transfer server itself refused the request with a typed error (simple protocol:
+    a read-only token, a missing object...); not an expired URL, and retrying will not help."""
+
+    def __init__(self, object_name: str, code: ErrorCode, message: str) -> None:
+        self.code = code
+        super().__init__(object_name, f"{message} ({code.value})")
 
 
 class UrlExpired(Exception):
@@ -73,7 +84,7 @@ async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], attemp
     for number in range(1, attempts + 1):
         try:
             return await attempt()
-        except UrlExpired:
+        except (UrlExpired, TransferRefused):
             raise
         except TransferFailed as exc:
             if not exc.network or number == attempts:
@@ -86,7 +97,19 @@ async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], attemp
     raise AssertionError("unreachable")
 
 
+def _typed_error(body: bytes) -> tuple[ErrorCode, str] | None:
+    """The code and message of a smart-transfer error body, None for anything else (a store's answer)."""
+    try:
+        error = orjson.loads(body)["error"]
+        return ErrorCode(error["code"]), str(error["message"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
 def _check_status(name: str, status: int, body: bytes) -> None:
+    typed = _typed_error(body)
+    if typed is not None and typed[0] not in RETRYABLE:
+        raise TransferRefused(name, *typed)
     if status == 403:
         raise UrlExpired(name)
     if status >= 500 or status == 429:

@@ -35,24 +35,47 @@ def test_add_log_list(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "fragment"),
+    ("args", "fragment", "code"),
     [
-        (("add", "../escape", "FILE"), "invalid dataset name"),
-        (("add", "a/b", "FILE"), "invalid dataset name"),
-        (("add", "ok", "/no/such/file"), "no such file"),
-        (("log", "missing"), "dataset not found"),
-        (("log", "%2e%2e"), "invalid dataset name"),
+        (("add", "../escape", "FILE"), "invalid dataset name", 2),
+        (("add", "a/b", "FILE"), "invalid dataset name", 2),
+        (("add", "ok", "/no/such/file"), "no such file", 1),
+        (("log", "missing"), "dataset not found", 1),
+        (("log", "%2e%2e"), "invalid dataset name", 2),
     ],
 )
-def test_bad_input_is_one_clear_line_and_changes_nothing(tmp_path: Path, args: tuple[str, ...], fragment: str) -> None:
+def test_bad_input_is_one_clear_line_and_changes_nothing(
+    tmp_path: Path, args: tuple[str, ...], fragment: str, code: int
+) -> None:
     ws = tmp_path / "ws"
     real = tmp_path / "real"
     real.write_bytes(b"x")
+    (ws / "index").mkdir(parents=True)  # an (empty) workspace exists: read-only commands read it
     result = run(ws, *(str(real) if a == "FILE" else a for a in args))
-    assert result.returncode == 1
+    assert result.returncode == code
     assert "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and fragment in result.stderr
     assert orjson.loads(run(ws, "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize("command", [("log", "x"), ("list",), ("verify", "x")])
+def test_read_only_commands_on_a_missing_workspace_say_so_and_create_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    ws = tmp_path / "nowhere"
+    result = run(ws, *command)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "no workspace at" in result.stderr
+    assert not ws.exists()
+
+
+@pytest.mark.parametrize("command", ["serve", "pull", "push", "gc", "ingest", "verify", "log"])
+def test_help_shows_each_default_once(command: str) -> None:
+    result = subprocess.run([*CLI, command, "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0
+    flat = " ".join(result.stdout.split())
+    assert "(default: None)" not in flat
+    assert ") (default:" not in flat  # never two defaults for one option
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -15,12 +15,13 @@ from smart_transfer.model import (
     InvalidDatasetName,
     MetadataBlock,
     Multihash,
+    NewBlock,
     OffsetInterval,
     SetInfo,
 )
 from smart_transfer.model.block import utc_now
 from smart_transfer.repo import HeadMoved, ObjectKind, Repository
-from smart_transfer.repo.dataset import DatasetRepository, NewBlock
+from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import block_key, object_key
 from smart_transfer.storage import ObjectStore

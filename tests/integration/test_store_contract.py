@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from smart_transfer.storage import InvalidKey, ObjectNotFound, ObjectStore, PresignedRequest
-from smart_transfer.storage.base import md5_base64
+from smart_transfer.storage.digest import md5_base64
 from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.s3 import S3Store
 from tests.conftest import S3Env, ServerProcess

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from smart_transfer.checkpoint.manifest import CheckpointFile, CheckpointManifest, decode_manifest, is_immutable
 from smart_transfer.model import InvalidBlock, Multihash
+from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, decode_manifest, is_immutable
 
 names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,30}", fullmatch=True)
 files = st.builds(

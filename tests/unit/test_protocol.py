@@ -13,8 +13,17 @@ from hypothesis import strategies as st
 from smart_transfer.model import Multihash
 from smart_transfer.protocol import codec
 from smart_transfer.protocol import messages as m
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
-from smart_transfer.protocol.flows import FLOWS, TARBALL, Conversation, Phase, Sender
+from smart_transfer.protocol.connection import (
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_POLICY_VIOLATION,
+    CLOSE_TRY_AGAIN_LATER,
+    MAX_CLOSE_REASON_BYTES,
+    Connection,
+    PeerError,
+)
+from smart_transfer.protocol.errors import ErrorCode, MessageTooLargeDetails, ProtocolError, UnexpectedMessageDetails
+from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
 from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
 
 hashes = st.binary(min_size=32, max_size=32).map(lambda d: str(Multihash(0x12, d)))
@@ -95,33 +104,93 @@ def test_arbitrary_frames_decode_or_raise_a_typed_error(frame: str | bytes) -> N
     try:
         codec.decode(frame)
     except ProtocolError as exc:
-        assert exc.code in (ErrorCode.BAD_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE)
+        assert exc.code is ErrorCode.BAD_MESSAGE
 
 
-MESSAGE_TYPES = sorted({kind for table in FLOWS.values() for (_, _, kind) in table} | {"Error", "Bogus"})
+SAMPLE_HASH = str(Multihash.of(b"sample"))
+PLAN = m.TransferPlan(num_blocks=1, num_objects=0, bytes_in_objects=0)
+#: One valid message of every type the tables name (the binary tarball included).
+SAMPLES: dict[str, m.Message | m.MetadataTarball] = {
+    "DatasetPullRequest": m.DatasetPullRequest(),
+    "DatasetPullResponse": m.DatasetPullResponse(
+        head=SAMPLE_HASH, begin_after=None, transfer_plan=PLAN, max_objects_per_page=10
+    ),
+    "DatasetPullMetadataRequest": m.DatasetPullMetadataRequest(),
+    "DatasetPullObjectsTransferRequest": m.DatasetPullObjectsTransferRequest(
+        object_files=[m.ObjectFile(kind="data", physical_hash=SAMPLE_HASH, size=1)]
+    ),
+    "DatasetPullObjectsTransferResponse": m.DatasetPullObjectsTransferResponse(object_transfers=[]),
+    "DatasetPullComplete": m.DatasetPullComplete(),
+    "DatasetPushRequest": m.DatasetPushRequest(transfer_plan=PLAN),
+    "DatasetPushRequestAccepted": m.DatasetPushRequestAccepted(current_head=None),
+    "DatasetPushMetadataAccepted": m.DatasetPushMetadataAccepted(num_blocks=1, num_objects=0, max_objects_per_page=1),
+    "DatasetPushObjectsTransferRequest": m.DatasetPushObjectsTransferRequest(
+        object_files=[m.ObjectFile(kind="data", physical_hash=SAMPLE_HASH, size=1, md5="1B2M2Y8AsgTpgAmY7PhCfg==")]
+    ),
+    "DatasetPushObjectsTransferResponse": m.DatasetPushObjectsTransferResponse(object_transfers=[]),
+    "DatasetPushComplete": m.DatasetPushComplete(),
+    "DatasetPushCompleteConfirmed": m.DatasetPushCompleteConfirmed(old_head=None, new_head=SAMPLE_HASH),
+    "Progress": m.Progress(objects_done=0, bytes_done=0),
+    TARBALL: m.MetadataTarball(b"tarball bytes"),
+}
+MODELS = {kind: type(sample) for kind, sample in SAMPLES.items()}
+
+
+def test_every_message_of_the_tables_has_a_sample() -> None:
+    assert {kind for table in FLOWS.values() for (_, _, kind) in table} == set(SAMPLES)
+
+
+def _frame(kind: str) -> str | bytes:
+    sample = SAMPLES[kind]
+    return sample.data if isinstance(sample, m.MetadataTarball) else codec.encode(sample)
+
+
+def _expect_what_the_table_allows(connection: Connection) -> None:
+    """Declare every message the peer may send now except keep-alives (what a driver does)."""
+    kinds = [
+        k
+        for k in connection.allowed(connection.peer)
+        if FLOWS[connection.flow][(connection.phase, connection.peer, k)] is not connection.phase
+    ]
+    if kinds:
+        connection.expect(*(MODELS[k] for k in kinds))
 
 
 @given(
     st.sampled_from(sorted(FLOWS)),
-    st.lists(st.tuples(st.sampled_from(list(Sender)), st.sampled_from(MESSAGE_TYPES)), max_size=30),
+    st.sampled_from(list(Sender)),
+    st.lists(st.sampled_from([*SAMPLES, "Error", "Bogus"]), max_size=30),
 )
-def test_random_sequences_follow_the_table_or_fail_typed(flow: str, steps: list[tuple[Sender, str]]) -> None:
-    conversation = Conversation(flow)
-    for sender, kind in steps:
-        before = conversation.phase
-        allowed = FLOWS[flow].get((before, sender, kind))
+def test_random_frames_follow_the_table_or_fail_typed(flow: str, side: Sender, kinds: list[str]) -> None:
+    connection = Connection(flow, side)
+    for kind in kinds:
+        if connection.finished:
+            break
+        before = connection.phase
+        allowed = FLOWS[flow].get((before, connection.peer, kind))
+        _expect_what_the_table_allows(connection)
+        frame = codec.encode(m.Error(code=ErrorCode.BUSY, message="x")) if kind == "Error" else None
+        if kind == "Bogus":
+            frame = '{"type": "Bogus"}'
         try:
-            after = conversation.advance(sender, kind)
+            received = connection.receive(frame if frame is not None else _frame(kind))
+        except PeerError as exc:
+            assert kind == "Error" and exc.code is ErrorCode.BUSY
+            assert connection.phase is Phase.FAILED
+            continue
         except ProtocolError as exc:
             assert allowed is None
-            assert exc.code is ErrorCode.UNEXPECTED_MESSAGE
-            assert before.value in exc.message and kind in exc.message
-            assert conversation.phase is before  # a refused message changes nothing
-            continue
-        if kind == "Error" and before not in (Phase.DONE, Phase.FAILED):
-            assert after is Phase.FAILED
-        else:
-            assert after is allowed
+            if kind == "Bogus":
+                assert exc.code is ErrorCode.BAD_MESSAGE
+            else:
+                assert exc.code is ErrorCode.UNEXPECTED_MESSAGE
+                assert before.value in exc.message and kind in exc.message
+                assert isinstance(exc.details, UnexpectedMessageDetails) and exc.details.phase == before.value
+            assert connection.phase is before  # a refused frame changes nothing
+            break
+        assert allowed is not None
+        assert connection.phase is allowed
+        assert (received is None) == (allowed is before)  # keep-alives are absorbed, the rest returned
 
 
 @pytest.mark.parametrize("flow", sorted(FLOWS))
@@ -140,9 +209,8 @@ def test_every_phase_of_each_flow_is_reachable_and_can_end(flow: str) -> None:
     assert used == reachable
 
 
-def test_happy_pull_and_push_sequences() -> None:
-    pull = Conversation("pull")
-    for sender, kind in [
+HAPPY = {
+    "pull": [
         (Sender.CLIENT, "DatasetPullRequest"),
         (Sender.SERVER, "DatasetPullResponse"),
         (Sender.CLIENT, "DatasetPullMetadataRequest"),
@@ -151,11 +219,8 @@ def test_happy_pull_and_push_sequences() -> None:
         (Sender.SERVER, "DatasetPullObjectsTransferResponse"),
         (Sender.CLIENT, "Progress"),
         (Sender.CLIENT, "DatasetPullComplete"),
-    ]:
-        pull.advance(sender, kind)
-    assert pull.phase is Phase.DONE
-    push = Conversation("push")
-    for sender, kind in [
+    ],
+    "push": [
         (Sender.CLIENT, "DatasetPushRequest"),
         (Sender.SERVER, "DatasetPushRequestAccepted"),
         (Sender.CLIENT, TARBALL),
@@ -163,18 +228,76 @@ def test_happy_pull_and_push_sequences() -> None:
         (Sender.CLIENT, "DatasetPushComplete"),
         (Sender.SERVER, "Progress"),
         (Sender.SERVER, "DatasetPushCompleteConfirmed"),
-    ]:
-        push.advance(sender, kind)
-    assert push.phase is Phase.DONE
+    ],
+}
 
 
-@given(st.lists(st.binary(max_size=200), max_size=20))
-def test_tarballs_round_trip_in_order(contents: list[bytes]) -> None:
-    blocks = [(Multihash.of(c), c) for c in contents]
-    manifests = [(Multihash.of(b"m" + c), b"m" + c) for c in contents[:3]]
-    bundle = unpack_blocks(pack_blocks(blocks, manifests))
-    assert bundle.blocks == blocks
-    assert bundle.manifests == dict(manifests)
+@pytest.mark.parametrize("flow", sorted(HAPPY))
+def test_happy_sequences_pass_between_two_connections(flow: str) -> None:
+    sides = {Sender.CLIENT: Connection(flow, Sender.CLIENT), Sender.SERVER: Connection(flow, Sender.SERVER)}
+    for sender, kind in HAPPY[flow]:
+        receiver = sides[Sender.SERVER if sender is Sender.CLIENT else Sender.CLIENT]
+        _expect_what_the_table_allows(receiver)
+        frame = sides[sender].send(SAMPLES[kind])
+        received = receiver.receive(frame)
+        assert (received is None) == (kind == "Progress")
+    assert all(c.phase is Phase.DONE for c in sides.values())
+
+
+def test_a_driver_cannot_expect_what_the_table_does_not_allow() -> None:
+    connection = Connection("push", Sender.CLIENT)
+    connection.send(SAMPLES["DatasetPushRequest"])
+    with pytest.raises(ValueError, match="may send"):
+        connection.expect(m.DatasetPushCompleteConfirmed)
+    connection.expect(m.DatasetPushRequestAccepted)
+
+
+def test_sending_out_of_order_is_refused_and_changes_nothing() -> None:
+    connection = Connection("pull", Sender.CLIENT)
+    with pytest.raises(ProtocolError) as caught:
+        connection.send(SAMPLES["DatasetPullComplete"])
+    assert caught.value.code is ErrorCode.INTERNAL
+    assert connection.phase is Phase.AWAIT_REQUEST
+
+
+def test_fail_sends_a_typed_error_then_a_close_frame_saying_whose_fault() -> None:
+    cases = [
+        (ErrorCode.BUSY, CLOSE_TRY_AGAIN_LATER),
+        (ErrorCode.INTERNAL, CLOSE_INTERNAL_ERROR),
+        (ErrorCode.MESSAGE_TOO_LARGE, CLOSE_MESSAGE_TOO_BIG),
+        (ErrorCode.UNEXPECTED_MESSAGE, CLOSE_POLICY_VIOLATION),
+    ]
+    for code, close_code in cases:
+        connection = Connection("pull", Sender.SERVER)
+        frame, close = connection.fail(ProtocolError(code, "x" * 5000))
+        assert frame is not None
+        error = codec.decode(frame)
+        assert isinstance(error, m.Error) and error.code is code and len(error.message) <= m.MAX_ERROR_TEXT
+        assert close.code == close_code and close.reason == code.value
+        assert len(close.reason.encode()) <= MAX_CLOSE_REASON_BYTES
+        assert connection.fail(ProtocolError(code, "again")) == (None, close)  # said once
+
+
+def test_a_finished_session_closes_normally_and_the_peer_close_is_understood() -> None:
+    client, server = Connection("pull", Sender.CLIENT), Connection("pull", Sender.SERVER)
+    client.send(SAMPLES["DatasetPullRequest"])
+    said = client.peer_closed(CLOSE_POLICY_VIOLATION, "DatasetNotFound")
+    assert said is not None and said.code is ErrorCode.DATASET_NOT_FOUND
+    cut = Connection("pull", Sender.CLIENT).peer_closed(1006, None)
+    assert cut is not None and cut.code is ErrorCode.UNREACHABLE
+    server.phase = Phase.DONE
+    assert server.fail(ProtocolError(ErrorCode.INTERNAL, "late")) == (None, server.close_frame())
+    assert server.peer_closed(1000, "") is None
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_frames_over_the_limit_are_refused_with_the_limit(binary: bool) -> None:
+    connection = Connection("push", Sender.SERVER, max_text_bytes=100, max_binary_bytes=100)
+    frame: str | bytes = b"x" * 101 if binary else " " * 101
+    with pytest.raises(ProtocolError) as caught:
+        connection.receive(frame)
+    assert caught.value.code is ErrorCode.MESSAGE_TOO_LARGE
+    assert caught.value.details == MessageTooLargeDetails(limit=100)
 
 
 def _tar(entries: list[tuple[str, bytes]]) -> bytes:

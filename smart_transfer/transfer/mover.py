@@ -28,6 +28,8 @@ class _Url:
     received_at: float
 
     def stale(self, now: float) -> bool:
+        if self.request.expires_at <= 0:
+            return False  # a request to the server itself (simple protocol): it does not expire
         lifetime = max(self.request.expires_at - self.received_at, 0.0)
         margin = min(MAX_REFRESH_MARGIN, lifetime * REFRESH_SHARE)
         return self.request.expires_at - now <= margin

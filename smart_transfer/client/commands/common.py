@@ -1,0 +1,61 @@
+"""What every command shares: the help formatter, the workspace option and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from smart_transfer.repo import Workspace
+
+#: Environment variable holding the bearer token when --token is not given.
+TOKEN_ENV = "SMART_TRANSFER_TOKEN"
+Commands = Any  # argparse's _SubParsersAction, which it does not export
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default once, unless the help already says it or there is none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_parser(commands: Commands, name: str, **options: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(name, formatter_class=HelpFormatter, **options)
+    return parser
+
+
+def add_workspace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="workspace directory (default: $SMART_TRANSFER_WORKSPACE or ./.smart-transfer/workspace)",
+    )
+
+
+def open_workspace(args: argparse.Namespace) -> Workspace:
+    """The workspace the command writes to (created when missing)."""
+    return Workspace(args.workspace or Workspace.default_root())
+
+
+def existing_workspace(args: argparse.Namespace) -> Workspace:
+    """The workspace a read-only command reads (WorkspaceNotFound when there is none)."""
+    return Workspace.open_existing(args.workspace or Workspace.default_root())
+
+
+def token(args: argparse.Namespace) -> str | None:
+    value: str | None = args.token or os.environ.get(TOKEN_ENV)
+    return value
+
+
+def print_json(value: object) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")

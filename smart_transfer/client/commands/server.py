@@ -1,0 +1,235 @@
+"""``serve``, ``token`` and ``gc``: the server-side commands. Server modules are imported only when
+one of these runs, so client commands never pay for them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from smart_transfer.client.commands.common import Commands, add_parser, print_json
+from smart_transfer.client.errors import EXIT_USAGE, CliError
+from smart_transfer.server import settings as defaults
+
+if TYPE_CHECKING:
+    from smart_transfer.server.settings import ServerSettings
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 90, 30m, 1h, 2d)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("a duration cannot be negative")
+    return value
+
+
+def _check_s3(args: argparse.Namespace) -> None:
+    if (args.s3_endpoint or args.s3_prefix) and not args.s3_bucket:
+        raise CliError("--s3-endpoint and --s3-prefix need --s3-bucket", EXIT_USAGE)
+
+
+def _settings(args: argparse.Namespace) -> ServerSettings:
+    from smart_transfer.server.settings import ServerSettings
+
+    _check_s3(args)
+    if args.url_ttl < 1:
+        raise CliError("--url-ttl must be at least 1 second", EXIT_USAGE)
+    names = [
+        "host",
+        "port",
+        "public_url",
+        "s3_endpoint",
+        "s3_public_endpoint",
+        "s3_bucket",
+        "max_objects_per_page",
+        "max_message_bytes",
+        "max_sessions",
+        "max_sessions_per_token",
+        "max_requests",
+        "max_requests_per_token",
+        "allow_anonymous",
+    ]
+    return ServerSettings(
+        root=Path(args.root),
+        s3_prefix=args.s3_prefix or "",
+        url_ttl_seconds=args.url_ttl,
+        idle_timeout_seconds=args.idle_timeout,
+        session_timeout_seconds=args.session_timeout,
+        tokens_file=Path(args.tokens) if args.tokens else None,
+        **{name: getattr(args, name) for name in names},
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from smart_transfer.server.runner import serve
+
+    settings = _settings(args)
+    try:
+        settings.check_exposure()
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    try:
+        serve(settings)
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def run_token_add(args: argparse.Namespace) -> int:
+    from smart_transfer.server.auth import add_token
+
+    if not args.read and not args.write:
+        raise CliError("give at least one --read or --write pattern", EXIT_USAGE)
+    print(add_token(Path(args.tokens), args.subject, args.read, args.write))
+    return 0
+
+
+def run_gc(args: argparse.Namespace) -> int:
+    from smart_transfer.repo.gc import collect_garbage
+    from smart_transfer.server.settings import ServerSettings
+
+    _check_s3(args)
+    settings = ServerSettings(
+        root=Path(args.root), s3_endpoint=args.s3_endpoint, s3_bucket=args.s3_bucket, s3_prefix=args.s3_prefix or ""
+    )
+    store = settings.open_store(0)
+    try:
+        report = collect_garbage(store, args.grace, dry_run=args.dry_run)
+    finally:
+        store.close()
+    verb = "would delete" if args.dry_run else "deleted"
+    if args.json:
+        print_json({"dry_run": args.dry_run, **report.__dict__})
+        return 0
+    for key in report.deleted:
+        print(f"{verb} {key}")
+    print(
+        f"{report.datasets} dataset(s): {verb} {len(report.deleted)} unreferenced object(s) "
+        f"({report.deleted_bytes} bytes); kept {report.kept} referenced and {report.too_young} younger than "
+        f"the grace period"
+    )
+    return 0
+
+
+def _add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default=str(defaults.DEFAULT_ROOT), help="directory of the embedded store and index")
+    parser.add_argument(
+        "--s3-endpoint",
+        default=None,
+        help="S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment",
+    )
+    parser.add_argument(
+        "--s3-bucket", default=None, help="keep datasets in this S3 bucket instead of the embedded store"
+    )
+    parser.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
+
+
+#: serve's numeric limits: (flag, type, default, help).
+LIMITS: list[tuple[str, type, object, str]] = [
+    ("--url-ttl", int, defaults.DEFAULT_URL_TTL_SECONDS, "lifetime of presigned URLs, seconds"),
+    (
+        "--max-objects-per-page",
+        int,
+        defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
+        "most objects one negotiation page may name",
+    ),
+    (
+        "--max-sessions",
+        int,
+        defaults.DEFAULT_MAX_SESSIONS,
+        "concurrent pull/push sessions; more get 'busy, retry after'",
+    ),
+    (
+        "--max-sessions-per-token",
+        int,
+        defaults.DEFAULT_MAX_SESSIONS_PER_TOKEN,
+        "concurrent sessions of one token subject",
+    ),
+    (
+        "--max-requests",
+        int,
+        defaults.DEFAULT_MAX_REQUESTS,
+        "concurrent REST requests; more get HTTP 429 with Retry-After",
+    ),
+    ("--max-requests-per-token", int, defaults.DEFAULT_MAX_REQUESTS_PER_TOKEN, "concurrent REST requests of one token"),
+    ("--max-message-bytes", int, defaults.DEFAULT_MAX_MESSAGE_BYTES, "largest WebSocket frame accepted (tarballs too)"),
+    ("--idle-timeout", float, defaults.DEFAULT_IDLE_TIMEOUT_SECONDS, "seconds a session may wait for the client"),
+    ("--session-timeout", float, defaults.DEFAULT_SESSION_TIMEOUT_SECONDS, "seconds a whole session may last"),
+]
+
+
+def _register_serve(commands: Commands) -> None:
+    serve = add_parser(
+        commands,
+        "serve",
+        help="run the server",
+        description="Serve dataset repositories on the embedded store or on S3.",
+    )
+    serve.add_argument("--host", default=defaults.DEFAULT_HOST, help="address to bind")
+    serve.add_argument("--port", type=int, default=defaults.DEFAULT_PORT, help="port to bind (0: any free port)")
+    serve.add_argument("--public-url", default=None, help="URL clients reach the server at (default: http://HOST:PORT)")
+    _add_store_options(serve)
+    serve.add_argument(
+        "--s3-public-endpoint",
+        default=None,
+        help="S3 endpoint URL as clients reach it, for presigned URLs (default: --s3-endpoint)",
+    )
+    for flag, kind, default, text in LIMITS:
+        serve.add_argument(flag, type=kind, default=default, help=text)
+    serve.add_argument(
+        "--tokens",
+        default=None,
+        metavar="FILE",
+        help="tokens file (see `token add`); without it access is anonymous, loopback only",
+    )
+    serve.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        help="serve without --tokens on a non-loopback address (anyone reaching it may write)",
+    )
+    serve.set_defaults(handler=run_serve)
+
+
+def _register_token(commands: Commands) -> None:
+    token = add_parser(commands, "token", help="manage the server's tokens file")
+    actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    token_add = add_parser(
+        actions,
+        "add",
+        help="create a token and print it once",
+        description="Append a token to the tokens file (only its SHA-256 is stored) and print the secret once.",
+    )
+    token_add.add_argument("--tokens", required=True, metavar="FILE", help="the tokens file (created if missing)")
+    token_add.add_argument("--subject", required=True, help="who the token is for (shown in errors and limits)")
+    for access, text in (("read", "read"), ("write", "write (and read)")):
+        token_add.add_argument(
+            f"--{access}",
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help=f"dataset-name pattern this token may {text}; repeatable; * and ? match",
+        )
+    token_add.set_defaults(handler=run_token_add)
+
+
+def register(commands: Commands) -> None:
+    _register_serve(commands)
+    _register_token(commands)
+    gc = add_parser(
+        commands,
+        "gc",
+        help="server side: delete blocks and objects no chain references (left by failed pushes)",
+        description="Delete blocks that are on no dataset's chain and data and checkpoint objects no chain "
+        "references, once they are older than the grace period. The chain, what it references, and young blocks "
+        "a running push may still commit are never deleted. Keep --grace at least the server's --session-timeout.",
+    )
+    gc.add_argument("--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)")
+    gc.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    gc.add_argument("--json", action="store_true", help="print one JSON report")
+    _add_store_options(gc)
+    gc.set_defaults(handler=run_gc)

@@ -1,0 +1,164 @@
+"""``pull``, ``push`` and ``verify``: the commands that talk to a server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from smart_transfer.client.commands.common import (
+    TOKEN_ENV,
+    Commands,
+    add_parser,
+    add_workspace_option,
+    existing_workspace,
+    open_workspace,
+    print_json,
+    token,
+)
+from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+from smart_transfer.client.flow import TransferSummary
+from smart_transfer.transfer.http import DEFAULT_PARALLEL
+from smart_transfer.transfer.ratelimit import parse_rate
+
+PROTOCOLS = ("smart", "simple")
+
+
+def _rate(text: str) -> int:
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def report(summary: TransferSummary, as_json: bool) -> None:
+    if as_json:
+        print_json(summary.to_dict())
+    elif summary.note:
+        print(f"{summary.dataset}: {summary.note}")
+    elif summary.up_to_date:
+        print(f"{summary.dataset}: up to date with {summary.remote} (head {summary.new_head})")
+    else:
+        print(
+            f"{summary.dataset}: {summary.operation}ed {summary.blocks} block(s), "
+            f"{summary.objects_transferred} object(s) ({summary.bytes_transferred} bytes) moved, "
+            f"{summary.objects_skipped} skipped, in {summary.seconds:.2f} s; head {summary.new_head}"
+            + (" (simple protocol)" if summary.protocol == "simple" else "")
+        )
+
+
+def run_transfer(args: argparse.Namespace) -> int:
+    from smart_transfer.client.progress import ProgressBar
+    from smart_transfer.client.sdk import Client
+
+    if args.parallel < 1:
+        raise CliError("--parallel must be at least 1", EXIT_USAGE)
+    bar = ProgressBar() if not args.json else None
+    with open_workspace(args) as workspace:
+        client = Client(
+            workspace,
+            token=token(args),
+            parallel=args.parallel,
+            progress=bar,
+            limit_rate=args.limit_rate,
+            protocol=args.protocol,
+            fallback=not args.no_fallback,
+            warn=lambda text: print(f"smart-transfer: warning: {text}", file=sys.stderr),
+        )
+        try:
+            if args.command == "pull":
+                summary = asyncio.run(client.pull(args.url, as_name=args.as_name, force=args.force))
+            else:
+                summary = asyncio.run(client.push(args.dataset, args.url, force=args.force))
+        finally:
+            if bar is not None:
+                bar.finish()
+    report(summary, args.json)
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from smart_transfer.client.verify import compare_remote, print_report, verify_local
+
+    with existing_workspace(args) as workspace:
+        report_, blocks = verify_local(workspace, args.dataset)
+        if args.url:
+            asyncio.run(compare_remote(report_, blocks, workspace, args.url, token(args)))
+    if args.json:
+        print_json(report_.to_dict())
+    else:
+        print_report(report_)
+    if report_.problems:
+        return EXIT_ERROR
+    return EXIT_REJECTED if report_.relation == "diverged" else 0
+
+
+def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
+    parser.add_argument("--force", action="store_true", help=force_help)
+    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, help="concurrent object transfers")
+    parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    parser.add_argument(
+        "--limit-rate",
+        type=_rate,
+        default=None,
+        metavar="RATE",
+        help="global bandwidth limit for object transfers, e.g. 500K or 10M (bytes/s; default: unlimited)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON summary object instead of text")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="smart",
+        help="smart: one WebSocket session, objects moved directly to/from storage; "
+        "simple: plain REST (one request per block)",
+    )
+    parser.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="fail instead of falling back to the simple protocol when storage is unreachable",
+    )
+    add_workspace_option(parser)
+
+
+def register(commands: Commands) -> None:
+    pull = add_parser(
+        commands,
+        "pull",
+        help="pull a dataset from a server into the workspace",
+        description="Bring a local dataset up to the remote head. Blocks travel in one WebSocket session; "
+        "objects are downloaded directly from storage in parallel and verified before the local head moves. "
+        "Re-running an interrupted pull resumes it.",
+    )
+    pull.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
+    pull.add_argument("--as", dest="as_name", default=None, help="local dataset name (default: the remote name)")
+    _add_transfer_options(pull, "replace the local history when it diverged from the remote one (same Seed only)")
+    pull.set_defaults(handler=run_transfer)
+
+    push = add_parser(
+        commands,
+        "push",
+        help="push a workspace dataset to a server",
+        description="Make the remote dataset's head the local head. Objects are uploaded directly to storage; "
+        "the server verifies every one (size and MD5) before it moves the remote head. Objects the server "
+        "already has are never uploaded again.",
+    )
+    push.add_argument("dataset", metavar="DATASET")
+    push.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
+    _add_transfer_options(push, "replace the remote history when it diverged from the local one (same Seed only)")
+    push.set_defaults(handler=run_transfer)
+
+    verify = add_parser(
+        commands,
+        "verify",
+        help="re-check a local dataset, and compare it with a remote one",
+        description="Re-check the chain rules and every block's and object's hash and size. Corrupt objects "
+        "are moved to quarantine and named; the next pull fetches them again. Given URL, compare with the remote "
+        "head: equal heads mean equal datasets, otherwise it says where the histories part. "
+        "Exit: 0 whole, 1 problems found, 3 diverged.",
+    )
+    verify.add_argument("dataset", metavar="DATASET")
+    verify.add_argument("url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET")
+    verify.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    verify.add_argument("--json", action="store_true", help="print one JSON report")
+    add_workspace_option(verify)
+    verify.set_defaults(handler=run_verify)

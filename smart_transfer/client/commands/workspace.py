@@ -1,0 +1,119 @@
+"""``add``, ``log`` and ``list``: commands on the local workspace."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import orjson
+
+from smart_transfer.client.commands.common import (
+    Commands,
+    add_parser,
+    add_workspace_option,
+    existing_workspace,
+    open_workspace,
+    print_json,
+)
+from smart_transfer.client.errors import EXIT_USAGE, CliError
+from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, OffsetInterval, decode_block
+from smart_transfer.storage.digest import digest_file
+
+
+def run_add(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.files]
+    for path in paths:
+        if not path.is_file():
+            raise CliError(f"no such file: {path}")
+    if args.records < 1:
+        raise CliError("--records must be at least 1", EXIT_USAGE)
+    with open_workspace(args) as workspace:
+        dataset = workspace.dataset(args.dataset)
+        tip = dataset.tip()
+        offset = tip.next_offset if tip is not None else 0
+        events = []
+        for path in paths:
+            digest = digest_file(path)
+            key = dataset.object_key(ObjectRef(ObjectKind.DATA, digest.multihash, digest.size))
+            if workspace.store.head(key) is None:
+                workspace.store.put_file(key, path)
+            interval = OffsetInterval(offset, offset + args.records - 1)
+            events.append(AddData(new_data=DataSlice(digest.multihash, digest.size, interval, args.records)))
+            offset = interval.end + 1
+        new_tip = dataset.append(events)
+        print(f"{dataset.name}: added {len(events)} block(s), head {new_tip.head} (block {new_tip.sequence_number})")
+    return 0
+
+
+def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
+    block = decode_block(data)
+    event = block.event.to_dict()
+    kind = str(event.pop("type"))
+    return block.sequence_number, block.system_time, kind, event
+
+
+def run_log(args: argparse.Namespace) -> int:
+    with existing_workspace(args) as workspace:
+        dataset = workspace.dataset(args.dataset)
+        tip = dataset.require_tip()
+        hashes = list(dataset.index.hashes_between(dataset.name, 0, tip.sequence_number))[::-1]
+        for block_hash in hashes[: args.limit]:
+            seq, time, kind, event = _describe_event(dataset.block_bytes(block_hash))
+            if args.json:
+                print_json(
+                    {"sequence_number": seq, "hash": str(block_hash), "system_time": time, "type": kind, **event}
+                )
+            else:
+                detail = " ".join(f"{k}={orjson.dumps(v).decode()}" for k, v in sorted(event.items()))
+                print(f"{seq:>6}  {block_hash}  {time}  {kind}  {detail}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with existing_workspace(args) as workspace:
+        rows = []
+        for name in workspace.dataset_names():
+            tip = workspace.dataset(name).tip()
+            if tip is not None:
+                rows.append(
+                    {
+                        "name": str(name),
+                        "head": str(tip.head),
+                        "blocks": tip.sequence_number + 1,
+                        "records": tip.next_offset,
+                    }
+                )
+        if args.json:
+            print_json(rows)
+        elif not rows:
+            print(f"no datasets in {workspace.root}")
+        for row in rows if not args.json else []:
+            print(f"{row['name']}  {row['head']}  blocks={row['blocks']}  records={row['records']}")
+    return 0
+
+
+def register(commands: Commands) -> None:
+    add = add_parser(
+        commands,
+        "add",
+        help="append files to a dataset as data slices",
+        description="Append one AddData block per FILE (any bytes, Parquet typically), "
+        "creating DATASET with a Seed block on first use.",
+    )
+    add.add_argument("dataset", metavar="DATASET")
+    add.add_argument("files", metavar="FILE", nargs="+")
+    add.add_argument("--records", type=int, default=1, help="records each file holds (for the offset intervals)")
+    add_workspace_option(add)
+    add.set_defaults(handler=run_add)
+
+    log = add_parser(commands, "log", help="print a dataset's chain, newest block first")
+    log.add_argument("dataset", metavar="DATASET")
+    log.add_argument("--limit", type=int, default=None, help="show at most this many blocks (default: all)")
+    log.add_argument("--json", action="store_true", help="one JSON object per block")
+    add_workspace_option(log)
+    log.set_defaults(handler=run_log)
+
+    listing = add_parser(commands, "list", help="list the datasets in the workspace")
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
+    add_workspace_option(listing)
+    listing.set_defaults(handler=run_list)

@@ -1,0 +1,135 @@
+"""The one push flow, over any Transport: offer the local chain, send the blocks after the last
+common block, upload the objects the remote lacks (straight to storage on the smart path), and have
+the remote verify everything and move its head by compare-and-swap. On any failure the remote head
+is unchanged; a re-run skips what was already uploaded."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from smart_transfer.client.errors import DivergedError, SmartTransferError
+from smart_transfer.client.flow import FlowOptions, Meter, TransferSummary, move_objects, object_file, object_ref
+from smart_transfer.client.pull import local_chain
+from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.transport import LocalChain, PushChannel, Transport
+from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
+from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails
+from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
+from smart_transfer.repo import Workspace
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.storage.digest import digest_file
+from smart_transfer.sync.bundle import Bundle
+from smart_transfer.transfer.http import upload
+from smart_transfer.transfer.mover import MoveResult
+
+#: How often a push retries after learning that its record of the remote head was stale.
+MAX_STALE_HEAD_RETRIES = 3
+
+
+def _pull_first(name: str) -> DivergedError:
+    return DivergedError(
+        f"{name}: the remote has blocks the local dataset does not; pull first, then push again "
+        "(push --force would discard the remote's blocks)"
+    )
+
+
+def local_bundle(dataset: DatasetRepository, tip: ChainTip, after: Multihash | None) -> Bundle:
+    """The local blocks after ``after`` (None: all) with the manifests of their checkpoints."""
+    blocks = [NewBlock.decode(data, h) for h, data in dataset.blocks_after(tip, after)]
+    return Bundle(blocks, {ref.physical_hash: dataset.read_manifest(ref) for ref in checkpoint_refs(blocks)})
+
+
+def _with_md5(workspace: Workspace, dataset: DatasetRepository, bundle: Bundle) -> list[ObjectFile]:
+    store = workspace.local_store
+    return [
+        object_file(ref, digest_file(store.path_of(dataset.object_key(ref))).md5_base64) for ref in bundle.objects()
+    ]
+
+
+async def push(
+    workspace: Workspace,
+    transport: Transport,
+    options: FlowOptions,
+    remote: RemoteDataset,
+    name: str,
+    force: bool,
+) -> TransferSummary:
+    """Make the remote head the local head of dataset ``name`` (see the module docstring)."""
+    dataset = workspace.dataset(name)
+    tip = await asyncio.to_thread(dataset.require_tip)
+    local = await asyncio.to_thread(local_chain, dataset, tip)
+    expected = await asyncio.to_thread(workspace.index.remote_head, dataset.name, remote.url)
+    for _ in range(MAX_STALE_HEAD_RETRIES):
+        try:
+            return await _push_once(workspace, transport, options, remote, dataset, local, expected, force)
+        except SmartTransferError as exc:
+            if exc.code is not ErrorCode.INVALID_HEAD or not isinstance(exc.details, InvalidHeadDetails):
+                raise
+            actual = Multihash.parse(exc.details.actual) if exc.details.actual else None
+            if actual is not None and not local.contains(actual):
+                raise _pull_first(dataset.name) from None
+            if actual == expected:
+                raise
+            expected = actual  # our record of the remote head was stale: try again from the real one
+    raise DivergedError(f"{dataset.name}: the remote head keeps moving; try again")
+
+
+async def _push_once(
+    workspace: Workspace,
+    transport: Transport,
+    options: FlowOptions,
+    remote: RemoteDataset,
+    dataset: DatasetRepository,
+    local: LocalChain,
+    expected: Multihash | None,
+    force: bool,
+) -> TransferSummary:
+    assert local.tip is not None
+    tip = local.tip
+    guess = await asyncio.to_thread(
+        local_bundle, dataset, tip, expected if expected and local.contains(expected) else None
+    )
+    refs = guess.objects()
+    plan = TransferPlan(num_blocks=len(guess.blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
+    async with transport.push(remote) as channel:
+        start = await channel.start(local, expected, plan, force)
+        current = start.current_head
+        summary = TransferSummary("push", dataset.name, remote.url, _text(current), _text(current))
+        summary.protocol = transport.name
+        if current is not None and not local.contains(current) and not force:
+            raise _pull_first(dataset.name)
+        common = next((h for h in (current, start.common_block) if h is not None and local.contains(h)), None)
+        bundle = await asyncio.to_thread(local_bundle, dataset, tip, common)
+        page_limit = await channel.send_blocks(bundle)
+        files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle)
+        summary.moved(await _upload(workspace, dataset, channel, options, files, page_limit))
+        new_head = await channel.finish(tip.head)
+    await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, remote.url, new_head)
+    summary.new_head = str(new_head)
+    summary.blocks = len(bundle.blocks)
+    summary.up_to_date = not bundle.blocks
+    return summary.finish()
+
+
+async def _upload(
+    workspace: Workspace,
+    dataset: DatasetRepository,
+    channel: PushChannel,
+    options: FlowOptions,
+    files: list[ObjectFile],
+    page_limit: int,
+) -> MoveResult:
+    store = workspace.local_store
+
+    async def send(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
+        path: Path = store.path_of(dataset.object_key(object_ref(item)))
+        return await upload(http, request, item.physical_hash, path, meter.add_bytes, limiter=options.limiter)
+
+    return await move_objects(options, channel, "push", files, page_limit, send)
+
+
+def _text(value: Multihash | None) -> str | None:
+    return str(value) if value is not None else None

@@ -1,0 +1,151 @@
+"""The smart transport: one WebSocket session per operation (metadata, URL negotiation, keep-alives)
+and presigned URLs that move object bytes directly between this process and storage."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from smart_transfer.client.errors import LocalError, SmartTransferError, from_protocol
+from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.session import DEFAULT_ANSWER_TIMEOUT, ClientSession
+from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
+from smart_transfer.model import Multihash
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.messages import (
+    DatasetPullComplete,
+    DatasetPullMetadataRequest,
+    DatasetPullObjectsTransferRequest,
+    DatasetPullObjectsTransferResponse,
+    DatasetPullRequest,
+    DatasetPullResponse,
+    DatasetPushComplete,
+    DatasetPushCompleteConfirmed,
+    DatasetPushMetadataAccepted,
+    DatasetPushObjectsTransferRequest,
+    DatasetPushObjectsTransferResponse,
+    DatasetPushRequest,
+    DatasetPushRequestAccepted,
+    HttpUpload,
+    MetadataTarball,
+    ObjectFile,
+    Progress,
+    TransferPlan,
+)
+from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
+
+
+def _text(value: Multihash | None) -> str | None:
+    return str(value) if value is not None else None
+
+
+def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> None:
+    if answered != list(asked):
+        raise LocalError(ErrorCode.BAD_MESSAGE, "the server answered for other objects than requested")
+
+
+class SmartPull(PullChannel):
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def start(self, local: LocalChain, force: bool) -> PullStart:
+        request = DatasetPullRequest(
+            begin_after=_text(local.head), force_update_if_diverged=force, known_blocks=[str(h) for h in local.known]
+        )
+        answer = await self.session.request(request, DatasetPullResponse)
+        bundle = Bundle()
+        if answer.transfer_plan.num_blocks > 0:
+            tarball = await self.session.request(DatasetPullMetadataRequest(), MetadataTarball)
+            try:
+                bundle = bundle_from_tarball(tarball.data)
+            except ProtocolError as exc:
+                raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
+        begin_after = Multihash.parse(answer.begin_after) if answer.begin_after else None
+        return PullStart(Multihash.parse(answer.head), begin_after, bundle, answer.max_objects_per_page)
+
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        request = DatasetPullObjectsTransferRequest(object_files=list(page))
+        answer = await self.session.request(request, DatasetPullObjectsTransferResponse)
+        _same_objects(page, [t.object_file for t in answer.object_transfers])
+        return [(t.object_file, t.download) for t in answer.object_transfers]
+
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
+        async with self.session.lock:
+            await self.session.send(Progress(objects_done=objects_done, bytes_done=bytes_done))
+
+    async def finish(self) -> None:
+        async with self.session.lock:
+            await self.session.send(DatasetPullComplete())
+
+
+class SmartPush(PushChannel):
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
+        request = DatasetPushRequest(
+            current_head=_text(expected),
+            transfer_plan=plan,
+            force_update_if_diverged=force,
+            known_blocks=[str(h) for h in local.known],
+        )
+        accepted = await self.session.request(request, DatasetPushRequestAccepted)
+        current = Multihash.parse(accepted.current_head) if accepted.current_head else None
+        common = Multihash.parse(accepted.common_block) if accepted.common_block else None
+        return PushStart(current, common)
+
+    async def send_blocks(self, bundle: Bundle) -> int:
+        answer = await self.session.request(MetadataTarball(bundle.tarball()), DatasetPushMetadataAccepted)
+        return answer.max_objects_per_page
+
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        request = DatasetPushObjectsTransferRequest(object_files=list(page))
+        answer = await self.session.request(request, DatasetPushObjectsTransferResponse)
+        _same_objects(page, [t.object_file for t in answer.object_transfers])
+        return [
+            (t.object_file, t.transfer.request if isinstance(t.transfer, HttpUpload) else None)
+            for t in answer.object_transfers
+        ]
+
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
+        async with self.session.lock:
+            await self.session.send(Progress(objects_done=objects_done, bytes_done=bytes_done))
+
+    async def finish(self, new_head: Multihash) -> Multihash:
+        confirmed = await self.session.request(DatasetPushComplete(), DatasetPushCompleteConfirmed)
+        if confirmed.new_head != str(new_head):
+            raise LocalError(ErrorCode.BAD_MESSAGE, f"the server committed {confirmed.new_head}, not {new_head}")
+        return new_head
+
+
+class SmartTransport(Transport):
+    """Pull and push over the Smart Transfer Protocol."""
+
+    name = "smart"
+
+    def __init__(self, token: str | None = None, answer_timeout: float = DEFAULT_ANSWER_TIMEOUT) -> None:
+        self.token = token
+        self.answer_timeout = answer_timeout
+
+    @asynccontextmanager
+    async def _session(self, remote: RemoteDataset, flow: str) -> AsyncIterator[ClientSession]:
+        session = await ClientSession.open(remote.ws_url(flow), flow, self.token, answer_timeout=self.answer_timeout)
+        try:
+            yield session
+        except SmartTransferError as exc:
+            await session.fail(exc)  # says why to a server still listening (a no-op after its own Error)
+            raise
+        except BaseException:
+            await session.fail(LocalError(ErrorCode.INTERNAL, "the client stopped"))
+            raise
+        await session.close()
+
+    @asynccontextmanager
+    async def pull(self, remote: RemoteDataset) -> AsyncIterator[PullChannel]:
+        async with self._session(remote, "pull") as session:
+            yield SmartPull(session)
+
+    @asynccontextmanager
+    async def push(self, remote: RemoteDataset) -> AsyncIterator[PushChannel]:
+        async with self._session(remote, "push") as session:
+            yield SmartPush(session)

@@ -1,0 +1,107 @@
+"""What a pull or push needs from a server, whatever the protocol: the one pull flow and the one push
+flow (``pull.py``, ``push.py``) run over a ``Transport``. The smart transport holds one WebSocket
+session and hands out presigned storage URLs; the simple one speaks REST, one request per block."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.model import ChainTip, Multihash
+from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
+from smart_transfer.sync.bundle import Bundle
+
+#: Per object of a page: the request that moves it, or None when nothing needs to move (skip).
+Urls = list[tuple[ObjectFile, HttpRequest | None]]
+
+
+@dataclass(frozen=True)
+class LocalChain:
+    """What a transport may learn of the local chain: its tip, blocks offered as known (newest
+    first) and a membership test (index lookups: cheap)."""
+
+    tip: ChainTip | None
+    known: list[Multihash]
+    contains: Callable[[Multihash], bool]
+
+    @property
+    def head(self) -> Multihash | None:
+        return self.tip.head if self.tip is not None else None
+
+
+@dataclass(frozen=True)
+class PullStart:
+    """What the remote sends: the head it pulls up to, where its blocks attach (None: from the Seed),
+    the checked bundle and the most objects one URL request may name."""
+
+    head: Multihash
+    begin_after: Multihash | None
+    bundle: Bundle
+    page_limit: int
+
+
+@dataclass(frozen=True)
+class PushStart:
+    """The remote's head, and the last block both chains share (None: none, or no dataset)."""
+
+    current_head: Multihash | None
+    common_block: Multihash | None
+
+
+class PullChannel(ABC):
+    """One pull against one remote dataset."""
+
+    @abstractmethod
+    async def start(self, local: LocalChain, force: bool) -> PullStart:
+        """Ask for everything after the local head (or the last common block when forced)."""
+
+    @abstractmethod
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        """Download requests for one page of objects."""
+
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:  # noqa: B027 - optional
+        """Tell the remote the transfer is alive (sessions that have idle timeouts)."""
+
+    async def finish(self) -> None:  # noqa: B027 - optional
+        """Everything arrived and is committed locally."""
+
+
+class PushChannel(ABC):
+    """One push to one remote dataset."""
+
+    @abstractmethod
+    async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
+        """Check the remote head is ``expected`` (unless forced) and learn the last common block."""
+
+    @abstractmethod
+    async def send_blocks(self, bundle: Bundle) -> int:
+        """Send the new blocks (and manifests); returns the most objects one URL request may name."""
+
+    @abstractmethod
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        """Upload requests for one page of objects (None: the remote has it)."""
+
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:  # noqa: B027 - optional
+        """Tell the remote the transfer is alive."""
+
+    @abstractmethod
+    async def finish(self, new_head: Multihash) -> Multihash:
+        """Have the remote verify everything and move its head; returns the new remote head."""
+
+
+class Transport(ABC):
+    """A way to reach a server."""
+
+    #: "smart" or "simple" (reported in summaries).
+    name: str
+
+    @abstractmethod
+    def pull(self, remote: RemoteDataset) -> AbstractAsyncContextManager[PullChannel]:
+        """A pull channel, closed when the context ends."""
+
+    @abstractmethod
+    def push(self, remote: RemoteDataset) -> AbstractAsyncContextManager[PushChannel]:
+        """A push channel, closed when the context ends."""

@@ -1,0 +1,239 @@
+"""The sans-I/O core of a session (after websockets' ``protocol.py``): frames in, typed messages out.
+
+A ``Connection`` is one pull or push session seen from one side. It owns everything both sides must
+agree on: frame size limits, decoding, the flow's transition table, the ``Error`` message, and the
+close code and reason, both ways. Drivers (the server's WebSocket loop, the client) do the I/O only:
+
+- ``expect(*types)`` says what the driver waits for; it must be exactly what the table lets the peer
+  send next (so a driver cannot drift from the table), and ``receive(frame)`` returns the message
+  once one of those arrives, absorbing keep-alives (``Progress``) wherever the table allows them;
+- ``send(message)`` returns the frame to write, after checking the table allows it;
+- ``fail(error)`` returns the ``Error`` frame (if the session is still open) and the close frame;
+- ``peer_closed(code, reason)`` turns a close without an ``Error`` into the error it stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from smart_transfer.protocol import SUBPROTOCOL, codec
+from smart_transfer.protocol.errors import (
+    SERVER_FAULTS,
+    Details,
+    ErrorCode,
+    MessageTooLargeDetails,
+    ProtocolError,
+    UnexpectedMessageDetails,
+    parse_details,
+)
+from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
+from smart_transfer.protocol.messages import MAX_ERROR_TEXT, AnyMessage, Error, Message, MetadataTarball
+
+#: Close codes (RFC 6455): done; the peer broke the protocol or a rule; a frame too big; the server
+#: failed; busy, try again later.
+CLOSE_NORMAL = 1000
+CLOSE_POLICY_VIOLATION = 1008
+CLOSE_MESSAGE_TOO_BIG = 1009
+CLOSE_INTERNAL_ERROR = 1011
+CLOSE_TRY_AGAIN_LATER = 1013
+#: RFC 6455 caps a close reason at 123 bytes; the reason is the error code, which always fits.
+MAX_CLOSE_REASON_BYTES = 123
+#: Largest JSON text frame accepted by default (a page of 1000 object files is ~250 KiB).
+DEFAULT_MAX_TEXT_BYTES = codec.MAX_TEXT_FRAME_BYTES
+#: Largest binary frame (metadata tarball) accepted by default.
+DEFAULT_MAX_BINARY_BYTES = 64 * 1024 * 1024
+
+Incoming = AnyMessage | MetadataTarball
+M = TypeVar("M", bound=Message | MetadataTarball)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseFrame:
+    """The close frame a driver sends: code and reason."""
+
+    code: int
+    reason: str = ""
+
+
+class PeerError(Exception):
+    """The peer ended the session: with an ``Error`` message, or by closing without finishing."""
+
+    def __init__(self, code: ErrorCode, message: str, details: Details | None, raw_details: dict[str, Any]) -> None:
+        self.code = code
+        self.message = message
+        self.details = details
+        self.raw_details = raw_details
+        super().__init__(f"{code.value}: {message}")
+
+
+def negotiate_subprotocol(offered: Sequence[str]) -> str:
+    """The subprotocol to accept from the client's offer; UnsupportedProtocol when it is missing."""
+    if SUBPROTOCOL not in offered:
+        raise ProtocolError(ErrorCode.UNSUPPORTED_PROTOCOL, f"offer the WebSocket subprotocol {SUBPROTOCOL}")
+    return SUBPROTOCOL
+
+
+def close_code_of(code: ErrorCode) -> int:
+    """The close code that ends a session failed with ``code``: whose fault it was."""
+    if code is ErrorCode.BUSY:
+        return CLOSE_TRY_AGAIN_LATER
+    if code is ErrorCode.MESSAGE_TOO_LARGE:
+        return CLOSE_MESSAGE_TOO_BIG
+    return CLOSE_INTERNAL_ERROR if code in SERVER_FAULTS else CLOSE_POLICY_VIOLATION
+
+
+class Connection:
+    """One session of ``flow`` as seen by ``side``."""
+
+    def __init__(
+        self,
+        flow: str,
+        side: Sender,
+        *,
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+        max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
+    ) -> None:
+        self.flow = flow
+        self.side = side
+        self.peer = Sender.SERVER if side is Sender.CLIENT else Sender.CLIENT
+        self.table = FLOWS[flow]
+        self.phase = Phase.AWAIT_REQUEST
+        self.max_text_bytes = max_text_bytes
+        self.max_binary_bytes = max_binary_bytes
+        #: The last keep-alive the peer sent (its progress), if any.
+        self.peer_progress: Message | None = None
+        self._expected: tuple[str, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (Phase.DONE, Phase.FAILED)
+
+    def allowed(self, sender: Sender) -> list[str]:
+        """Message types ``sender`` may send in the current phase."""
+        return sorted(kind for (phase, who, kind) in self.table if phase is self.phase and who is sender)
+
+    def _absorbable(self, kind: str) -> bool:
+        """A message that keeps the phase as it is (a keep-alive) may come at any time it is allowed."""
+        return self.table.get((self.phase, self.peer, kind)) is self.phase
+
+    # -- receiving ---------------------------------------------------------------------------------
+
+    def expect(self, *types: type[M]) -> None:
+        """Declare what the driver waits for next: exactly the messages the table lets the peer send
+        now (keep-alives aside). A mismatch is a bug in the driver, raised as ValueError."""
+        wanted = tuple(_type_name(t) for t in types)
+        allowed = {kind for kind in self.allowed(self.peer) if not self._absorbable(kind) or kind in wanted}
+        if set(wanted) != allowed:
+            raise ValueError(
+                f"{self.flow}/{self.side.value}: in phase {self.phase.value} the {self.peer.value} may send "
+                f"{sorted(allowed)}, not {sorted(wanted)}"
+            )
+        self._expected = wanted
+
+    def receive(self, frame: str | bytes) -> Incoming | None:
+        """One frame from the peer: the expected message, or None for an absorbed keep-alive.
+        Raises PeerError when the peer sent ``Error``, ProtocolError when the frame breaks a rule."""
+        message = self._decode(frame)
+        if isinstance(message, Error):
+            self.phase = Phase.FAILED
+            details = message.details if isinstance(message.details, dict) else {}
+            raise PeerError(message.code, message.message, parse_details(message.code, details), details)
+        self._advance(self.peer, message.type)
+        if message.type in self._expected:
+            self._expected = ()
+            return message
+        if self._absorbable(message.type):
+            self.peer_progress = message if isinstance(message, Message) else None
+            return None
+        raise self._unexpected(self.peer, message.type)
+
+    def _decode(self, frame: str | bytes) -> Incoming:
+        if isinstance(frame, bytes):
+            if len(frame) > self.max_binary_bytes:
+                raise ProtocolError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"binary frame of {len(frame)} bytes exceeds {self.max_binary_bytes}",
+                    MessageTooLargeDetails(limit=self.max_binary_bytes),
+                )
+            return MetadataTarball(frame)
+        if len(frame) > self.max_text_bytes:
+            raise ProtocolError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"text frame of {len(frame)} characters exceeds {self.max_text_bytes}",
+                MessageTooLargeDetails(limit=self.max_text_bytes),
+            )
+        return codec.decode(frame)
+
+    def peer_closed(self, code: int | None, reason: str | None) -> PeerError | None:
+        """What a close frame from the peer means: None after a finished session, else the error the
+        reason names (servers put the error code there), or one saying the session was cut short."""
+        if self.phase is Phase.DONE or (self.phase is Phase.FAILED and code == CLOSE_NORMAL):
+            return None
+        self.phase = Phase.FAILED
+        text = reason or "no reason given"
+        try:
+            error_code = ErrorCode(text)
+        except ValueError:
+            error_code = ErrorCode.UNREACHABLE if code in (None, 1001, 1006) else ErrorCode.INTERNAL
+        return PeerError(error_code, f"the {self.peer.value} closed the session (code {code}: {text})", None, {})
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    def send(self, message: Message | MetadataTarball) -> str | bytes:
+        """The frame for ``message``; raises ProtocolError(Internal) if the table does not allow it."""
+        kind = _type_name(type(message)) if isinstance(message, Message) else message.type
+        if (self.phase, self.side, kind) not in self.table:
+            raise ProtocolError(
+                ErrorCode.INTERNAL, f"{self.flow}: {self.side.value} may not send {kind} in phase {self.phase.value}"
+            )
+        self._advance(self.side, kind)
+        if isinstance(message, MetadataTarball):
+            return message.data
+        return codec.encode(message)
+
+    def fail(self, error: ProtocolError) -> tuple[str | None, CloseFrame]:
+        """End the session because of ``error``: the ``Error`` frame to send first (None when the
+        session is already over) and the close frame."""
+        if self.phase is Phase.DONE:
+            return None, CloseFrame(CLOSE_NORMAL)
+        already_failed = self.phase is Phase.FAILED
+        self.phase = Phase.FAILED
+        close = CloseFrame(close_code_of(error.code), error.code.value.encode()[:MAX_CLOSE_REASON_BYTES].decode())
+        if already_failed:
+            return None, close
+        frame = codec.encode(
+            Error(code=error.code, message=error.message[:MAX_ERROR_TEXT], details=error.details_dict())
+        )
+        return frame, close
+
+    def close_frame(self) -> CloseFrame:
+        """The close frame of a session that ended normally or by the peer's ``Error``."""
+        return CloseFrame(CLOSE_NORMAL)
+
+    # -- the table ---------------------------------------------------------------------------------
+
+    def _advance(self, sender: Sender, kind: str) -> None:
+        next_phase = self.table.get((self.phase, sender, kind))
+        if next_phase is None:
+            raise self._unexpected(sender, kind)
+        self.phase = next_phase
+
+    def _unexpected(self, sender: Sender, kind: str) -> ProtocolError:
+        allowed = self.allowed(sender)
+        return ProtocolError(
+            ErrorCode.UNEXPECTED_MESSAGE,
+            f"{self.flow}: {sender.value} sent {kind} in phase {self.phase.value}; allowed: "
+            f"{', '.join(allowed) or 'nothing'}",
+            UnexpectedMessageDetails(flow=self.flow, phase=self.phase.value, message=kind, allowed=allowed),
+        )
+
+
+def _type_name(model: type[Any]) -> str:
+    if model is MetadataTarball:
+        return TARBALL
+    field = model.model_fields.get("type")
+    if field is None or not isinstance(field.default, str):
+        raise ValueError(f"{model.__name__} is not a message")
+    return field.default

@@ -1,0 +1,94 @@
+"""What every simple-protocol route shares: path parameters, the access guard (grants and the request
+limit), the server state as a dependency, and the documented error answers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from pydantic import BaseModel
+
+from smart_transfer.model import ObjectKind
+from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
+from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, details_model
+from smart_transfer.protocol.messages import HASH_PATTERN
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.server.auth import Access
+from smart_transfer.server.state import ServerState
+
+DatasetParam = Annotated[
+    str,
+    Path(
+        description="dataset name: 1-100 ASCII letters and digits joined by single - . _",
+        pattern=DATASET_NAME_PATTERN,
+        max_length=MAX_NAME_LENGTH,
+    ),
+]
+HashParam = Annotated[str, Path(description="multihash, multibase base16 (f1220 + 64 hex)", pattern=HASH_PATTERN)]
+KindParam = Annotated[str, Path(description="object kind", pattern="^(data|checkpoints)$")]
+BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
+class ErrorDetail(BaseModel):
+    code: ErrorCode
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"code", "message", "details"}}``; ``details`` is typed per code
+    (see the ``*Details`` schemas and ``x-error-details``)."""
+
+    error: ErrorDetail
+
+
+def server_state(request: Request) -> ServerState:
+    """The state of the server the request reached."""
+    state: ServerState = request.app.state.smart_transfer
+    return state
+
+
+State = Annotated[ServerState, Depends(server_state)]
+
+
+async def guard(request: Request) -> AsyncIterator[None]:
+    """Every route: the token must grant read (GET/HEAD) or write (PUT) on the dataset, and the request
+    takes one of the concurrency slots (global and per subject) while it runs."""
+    state = server_state(request)
+    access = Access.READ if request.method in ("GET", "HEAD") else Access.WRITE
+    grant = state.authorizer.check(request.headers.get("authorization"), request.path_params.get("dataset", ""), access)
+    with state.requests.hold(grant.subject if grant is not None else "anonymous"):
+        yield
+
+
+def dataset_of(state: ServerState, name: str) -> DatasetRepository:
+    return state.repository.dataset(name)
+
+
+def object_kind(kind: str) -> ObjectKind:
+    return ObjectKind(kind)  # the path pattern admits only the kinds
+
+
+def error_responses(*codes: ErrorCode) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for routes that may answer ``codes`` (and the guard's 401/403/429)."""
+    by_status: dict[int, list[ErrorCode]] = {}
+    for code in (*codes, ErrorCode.UNAUTHORIZED, ErrorCode.FORBIDDEN, ErrorCode.BUSY):
+        by_status.setdefault(HTTP_STATUS[code], []).append(code)
+    return {
+        status: {
+            "description": " or ".join(f"{c.value} (details: {details_model(c).__name__})" for c in listed),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+        }
+        for status, listed in sorted(by_status.items())
+    }
+
+
+def get_and_head(router: APIRouter, path: str, operation: str, **options: Any) -> Callable[[Any], Any]:
+    """Register one handler for GET and HEAD, each with its own operation id."""
+
+    def register(handler: Any) -> Any:
+        router.head(path, operation_id=f"{operation}Head", **options)(handler)
+        return router.get(path, operation_id=operation, **options)(handler)
+
+    return register

@@ -1,0 +1,246 @@
+"""Simple-protocol reads: a dataset's description, its head, blocks and objects (on S3 objects answer
+with a redirect to a short-lived presigned GET unless ``?redirect=false``; range requests, strong
+ETags and ``If-None-Match`` everywhere)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import BaseModel
+
+from smart_transfer.model import Multihash, ObjectKind, ObjectRef
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError, RangeNotSatisfiableDetails
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.layout import block_key
+from smart_transfer.server.rest_common import (
+    BINARY,
+    DatasetParam,
+    HashParam,
+    KindParam,
+    State,
+    dataset_of,
+    error_responses,
+    get_and_head,
+    guard,
+    object_kind,
+)
+from smart_transfer.sync.plan import require_tip
+
+router = APIRouter(tags=["simple protocol"], dependencies=[Depends(guard)])
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+class ObjectTotals(BaseModel):
+    count: int
+    bytes: int
+
+
+class DatasetInfo(BaseModel):
+    """A dataset as ``GET /{dataset}`` describes it."""
+
+    name: str
+    dataset_id: str
+    head: str
+    blocks: int
+    records: int
+    data: ObjectTotals
+    checkpoints: ObjectTotals
+
+
+async def run(function: Any, *args: Any) -> Any:
+    return await asyncio.to_thread(function, *args)
+
+
+def _describe(repo: DatasetRepository) -> DatasetInfo:
+    tip = require_tip(repo)
+    totals = {kind: [0, 0] for kind in ObjectKind}
+    for kind, _, size in repo.index.objects(repo.name):
+        totals[kind][0] += 1
+        totals[kind][1] += size
+    data, checkpoints = totals[ObjectKind.DATA], totals[ObjectKind.CHECKPOINT]
+    return DatasetInfo(
+        name=repo.name,
+        dataset_id=tip.dataset_id,
+        head=str(tip.head),
+        blocks=tip.sequence_number + 1,
+        records=tip.next_offset,
+        data=ObjectTotals(count=data[0], bytes=data[1]),
+        checkpoints=ObjectTotals(count=checkpoints[0], bytes=checkpoints[1]),
+    )
+
+
+@router.get(
+    "/{dataset}",
+    operation_id="describeDataset",
+    summary="Describe a dataset",
+    response_model=DatasetInfo,
+    responses=error_responses(ErrorCode.INVALID_DATASET_NAME, ErrorCode.DATASET_NOT_FOUND),
+)
+async def describe_dataset(dataset: DatasetParam, state: State) -> DatasetInfo:
+    info: DatasetInfo = await run(_describe, dataset_of(state, dataset))
+    return info
+
+
+@get_and_head(
+    router,
+    "/{dataset}/refs/head",
+    "readHead",
+    summary="The dataset's head block hash (text)",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **error_responses(ErrorCode.INVALID_DATASET_NAME, ErrorCode.DATASET_NOT_FOUND),
+    },
+)
+async def read_head(dataset: DatasetParam, state: State) -> Response:
+    repo = dataset_of(state, dataset)
+    head = await run(repo.head)
+    if head is None:
+        raise ProtocolError(ErrorCode.DATASET_NOT_FOUND, f"dataset {repo.name} does not exist")
+    return PlainTextResponse(str(head), headers={"ETag": f'"{head}"', "Cache-Control": "no-store"})
+
+
+def _block(repo: DatasetRepository, wanted: Multihash) -> bytes:
+    # content-addressed: cached bytes are valid whatever the head; sync only on a miss
+    data = repo.index.block_bytes(repo.name, wanted)
+    if data is None:
+        require_tip(repo)
+        data = repo.index.block_bytes(repo.name, wanted)
+    if data is None:
+        key = block_key(repo.name, wanted)
+        stored = repo.store.get(key) if repo.store.head(key) is not None else None
+        if stored is None or not wanted.matches(stored):
+            raise ProtocolError(ErrorCode.BLOCK_NOT_FOUND, f"no block {wanted} in {repo.name}")
+        data = stored
+    return data
+
+
+@get_and_head(
+    router,
+    "/{dataset}/blocks/{block_hash}",
+    "readBlock",
+    summary="A metadata block's canonical bytes",
+    response_class=Response,
+    responses={
+        200: {"content": BINARY},
+        **error_responses(
+            ErrorCode.INVALID_DATASET_NAME,
+            ErrorCode.INVALID_HASH,
+            ErrorCode.DATASET_NOT_FOUND,
+            ErrorCode.BLOCK_NOT_FOUND,
+        ),
+    },
+)
+async def read_block(dataset: DatasetParam, block_hash: HashParam, state: State) -> Response:
+    wanted = Multihash.parse(block_hash)
+    data = await run(_block, dataset_of(state, dataset), wanted)
+    headers = {"ETag": f'"{wanted}"', "Cache-Control": "immutable"}
+    return Response(data, media_type="application/octet-stream", headers=headers)
+
+
+def _etag_matches(header: str | None, value: str) -> bool:
+    if header is None:
+        return False
+    candidates = {part.strip().removeprefix("W/").strip('"') for part in header.split(",")}
+    return "*" in candidates or value in candidates
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The single range asked for (inclusive), None for the whole object; RangeNotSatisfiable if it
+    cannot be served. Multi-ranges and unknown units get the whole object (allowed by RFC 9110)."""
+    match = _RANGE.fullmatch(header.strip()) if header is not None else None
+    if match is None:
+        return None
+    first, last = match.groups()
+    unsatisfiable = ProtocolError(
+        ErrorCode.RANGE_NOT_SATISFIABLE, f"object has {size} bytes", RangeNotSatisfiableDetails(size=size)
+    )
+    if first == "":
+        if last == "" or int(last) == 0:
+            raise unsatisfiable
+        start, end = max(size - int(last), 0), size - 1
+    else:
+        start, end = int(first), (int(last) if last else size - 1)
+    end = min(end, size - 1)
+    if start >= size or start > end:
+        raise unsatisfiable
+    return start, end
+
+
+def _object_size(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash) -> int:
+    size = repo.index.object_size(repo.name, kind, wanted)
+    if size is None:  # maybe committed by another server since: sync the head once and look again
+        require_tip(repo)
+        size = repo.index.object_size(repo.name, kind, wanted)
+    if size is None:
+        raise ProtocolError(ErrorCode.OBJECT_NOT_FOUND, f"no committed {kind.value} object {wanted} in {repo.name}")
+    return size
+
+
+async def _chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    sentinel = b""
+    while chunk := await asyncio.to_thread(next, chunks, sentinel):
+        yield chunk
+
+
+@get_and_head(
+    router,
+    "/{dataset}/{kind}/{object_hash}",
+    "readObject",
+    summary="A committed object (data slice or checkpoint): redirect to storage, or streamed",
+    response_class=Response,
+    responses={
+        200: {"content": BINARY},
+        206: {"content": BINARY, "description": "the requested range"},
+        304: {"description": "not modified (If-None-Match matched)"},
+        307: {"description": "fetch it from storage at Location (a short-lived presigned URL)"},
+        **error_responses(
+            ErrorCode.INVALID_DATASET_NAME,
+            ErrorCode.INVALID_HASH,
+            ErrorCode.NO_SUCH_ROUTE,
+            ErrorCode.DATASET_NOT_FOUND,
+            ErrorCode.OBJECT_NOT_FOUND,
+            ErrorCode.RANGE_NOT_SATISFIABLE,
+            ErrorCode.STORAGE_UNAVAILABLE,
+        ),
+    },
+)
+async def read_object(
+    dataset: DatasetParam,
+    kind: KindParam,
+    object_hash: HashParam,
+    request: Request,
+    state: State,
+    redirect: Annotated[bool, Query(description="redirect to a presigned storage URL when the store has one")] = True,
+    range_header: Annotated[str | None, Header(alias="range")] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    repo = dataset_of(state, dataset)
+    object_type, wanted = object_kind(kind), Multihash.parse(object_hash)
+    size: int = await run(_object_size, repo, object_type, wanted)
+    key = repo.object_key(ObjectRef(object_type, wanted, size))
+    headers = {"ETag": f'"{wanted}"', "Accept-Ranges": "bytes", "Cache-Control": "immutable"}
+    if _etag_matches(if_none_match, str(wanted)):
+        return Response(status_code=304, headers=headers)
+    if redirect and repo.store.supports_presigning and not repo.store.served_by_owner:
+        signed = await run(repo.store.presign_get, key, state.settings.url_ttl_seconds)
+        return RedirectResponse(signed.url, status_code=307, headers={"Cache-Control": "no-store"})
+    span = byte_range(range_header, size)
+    start, end = span if span is not None else (0, size - 1)
+    length = end - start + 1 if size else 0
+    headers["Content-Length"] = str(length)
+    if span is not None:
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+    status = 206 if span is not None else 200
+    if request.method == "HEAD" or length == 0:
+        return Response(status_code=status, headers=headers, media_type="application/octet-stream")
+    chunks: Iterator[bytes] = await run(repo.store.stream, key, start, end)
+    state.count_object_bytes(length)
+    return StreamingResponse(
+        _chunks(chunks), status_code=status, headers=headers, media_type="application/octet-stream"
+    )

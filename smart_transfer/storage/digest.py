@@ -1,0 +1,83 @@
+"""Every checksum the project computes over object bytes, in one place: the multihash that names an
+object, and the MD5 that S3 checks (``Content-MD5``, base64) and reports (ETag, hex)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from smart_transfer.model import Multihash
+from smart_transfer.model.multihash import SHA2_256, new_hasher
+
+#: Read size when hashing files.
+HASH_CHUNK_BYTES = 1024 * 1024
+
+
+def md5_base64(data: bytes) -> str:
+    """The ``Content-MD5`` header value (base64 of the raw digest) of ``data``."""
+    return base64.b64encode(hashlib.md5(data).digest()).decode("ascii")
+
+
+def md5_hex_from_base64(content_md5: str) -> str:
+    """A ``Content-MD5`` header value in the hex form S3 uses in ETags; ValueError if malformed."""
+    try:
+        raw = base64.b64decode(content_md5, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("Content-MD5 is not base64") from None
+    if len(raw) != 16:
+        raise ValueError("Content-MD5 must be 16 bytes base64-encoded")
+    return raw.hex()
+
+
+def md5_base64_from_hex(md5_hex: str) -> str:
+    """The ``Content-MD5`` header value of a hex MD5 (an ETag)."""
+    return base64.b64encode(bytes.fromhex(md5_hex)).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class FileDigest:
+    """Content address, size and MD5 (hex) of some bytes."""
+
+    multihash: Multihash
+    size: int
+    md5_hex: str
+
+    @property
+    def md5_base64(self) -> str:
+        return md5_base64_from_hex(self.md5_hex)
+
+
+class Digester:
+    """Hashes bytes as they stream past (multihash, MD5 and size at once)."""
+
+    def __init__(self, code: int = SHA2_256) -> None:
+        self.code = code
+        self._hasher = new_hasher(code)
+        self._md5 = hashlib.md5()
+        self.size = 0
+
+    def update(self, chunk: bytes) -> None:
+        self._hasher.update(chunk)
+        self._md5.update(chunk)
+        self.size += len(chunk)
+
+    def result(self) -> FileDigest:
+        return FileDigest(Multihash(self.code, self._hasher.digest()), self.size, self._md5.hexdigest())
+
+
+def digest_chunks(chunks: Iterable[bytes], code: int = SHA2_256) -> FileDigest:
+    """The digest of a stream of chunks."""
+    digester = Digester(code)
+    for chunk in chunks:
+        digester.update(chunk)
+    return digester.result()
+
+
+def digest_file(path: Path, code: int = SHA2_256) -> FileDigest:
+    """Read ``path`` once, computing its multihash, size and MD5."""
+    with open(path, "rb") as src:
+        return digest_chunks(iter(lambda: src.read(HASH_CHUNK_BYTES), b""), code)

@@ -1,0 +1,74 @@
+"""A bundle: the blocks one operation moves (oldest first) and the checkpoint manifests they reference.
+Every path checks a bundle here before trusting it: from a tarball (smart push and pull), from
+blocks and manifests fetched one by one (simple pull), or read back from a store (REST head move)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of
+from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
+from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
+from smart_transfer.protocol.tarball import DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
+
+
+@dataclass
+class Bundle:
+    """Checked blocks and the decoded manifests of every checkpoint they reference."""
+
+    blocks: list[NewBlock] = field(default_factory=list)
+    manifests: dict[Multihash, CheckpointManifest] = field(default_factory=dict)
+
+    def objects(self) -> list[ObjectRef]:
+        """Every object the blocks reference, checkpoint files included."""
+        return objects_of(self.blocks, self.manifests)
+
+    def tarball(self) -> bytes:
+        """The bundle as the protocol's metadata tarball."""
+        return pack_blocks(
+            ((b.hash, b.data) for b in self.blocks), ((h, m.encode()) for h, m in self.manifests.items())
+        )
+
+
+def check_bundle(blocks: Sequence[NewBlock], manifests: Mapping[Multihash, bytes]) -> Bundle:
+    """The bundle of ``blocks`` with the manifests they reference, each present, of the size its
+    block records, hashing to its address and well-formed; InvalidBlocks otherwise."""
+    decoded: dict[Multihash, CheckpointManifest] = {}
+    for ref in checkpoint_refs(blocks):
+        content = manifests.get(ref.physical_hash)
+        details = InvalidBlocksDetails(manifest=str(ref.physical_hash))
+        if content is None or len(content) != ref.size or not ref.physical_hash.matches(content):
+            raise ProtocolError(
+                ErrorCode.INVALID_BLOCKS,
+                f"checkpoint manifest {ref.physical_hash} is missing, or not the {ref.size} bytes its block records",
+                details,
+            )
+        try:
+            decoded[ref.physical_hash] = decode_manifest(content)
+        except ModelError as exc:
+            raise ProtocolError(
+                ErrorCode.INVALID_BLOCKS, f"checkpoint manifest {ref.physical_hash}: {exc}", details
+            ) from None
+    return Bundle(list(blocks), decoded)
+
+
+def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
+    """Blocks from (address, bytes) pairs whose addresses the caller checked; InvalidBlocks if malformed."""
+    blocks = []
+    for address, content in entries:
+        try:
+            blocks.append(NewBlock.decode(content, address))
+        except ModelError as exc:
+            raise ProtocolError(
+                ErrorCode.INVALID_BLOCKS,
+                f"block {address} is malformed: {exc}",
+                InvalidBlocksDetails(block=str(address)),
+            ) from None
+    return blocks
+
+
+def bundle_from_tarball(data: bytes, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES) -> Bundle:
+    """Unpack, decode and check a metadata tarball."""
+    unpacked = unpack_blocks(data, max_expanded_bytes=max_expanded_bytes)
+    return check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)

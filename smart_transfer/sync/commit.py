@@ -1,0 +1,148 @@
+"""The verified commit, one policy for every path: before head moves, each object the new blocks
+reference must be in the store with the size its block records and an MD5 the server trusts (promised
+in the smart session that uploaded it, or computed by the server itself when a simple-protocol PUT
+streamed through it); an object with no trusted MD5 is read back and hashed. Then head moves by
+compare-and-swap, or nothing changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
+from smart_transfer.model.manifest import CheckpointManifest
+from smart_transfer.model.walk import walk_chain
+from smart_transfer.protocol.errors import (
+    ErrorCode,
+    InvalidBlocksDetails,
+    InvalidHeadDetails,
+    ProtocolError,
+    UploadInvalidDetails,
+)
+from smart_transfer.repo import HeadMoved
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.errors import CorruptRepository
+from smart_transfer.repo.layout import object_prefix
+from smart_transfer.storage import ObjectInfo, ObjectNotFound
+from smart_transfer.storage.digest import digest_chunks
+from smart_transfer.sync.attach import attach, check_expected_head
+from smart_transfer.sync.bundle import check_bundle
+
+#: How many failing objects an UploadInvalid error lists.
+MAX_LISTED_FAILURES = 20
+#: Above this many objects to check, one listing of the store replaces one HEAD per object.
+LISTING_THRESHOLD = 20
+
+ObjectKey = tuple[ObjectKind, Multihash]
+
+
+def list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
+    """One listing per kind: what the store holds for this dataset (pages of 1000 keys on S3)."""
+    listing: dict[str, ObjectInfo] = {}
+    for kind in ObjectKind:
+        for info in dataset.store.list(object_prefix(dataset.name, kind)):
+            listing[info.key] = info
+    return listing
+
+
+def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, md5_hex: str | None) -> str | None:
+    if info is None:
+        return f"{ref.label}: missing"
+    if info.size != ref.size:
+        return f"{ref.label}: {info.size} bytes, expected {ref.size}"
+    if md5_hex is not None:
+        return None if info.etag == md5_hex else f"{ref.label}: content does not match the promised MD5"
+    digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
+    return None if digest.multihash == ref.physical_hash else f"{ref.label}: content does not match its hash"
+
+
+def verify_uploads(
+    dataset: DatasetRepository, refs: Sequence[ObjectRef], promised_md5: Mapping[ObjectKey, str]
+) -> None:
+    """Check every object of ``refs`` the repository does not already hold (UploadInvalid if any
+    fails). ``promised_md5``: hex MD5s promised for this commit's uploads."""
+    pending = [ref for ref in refs if not dataset.has_object(ref)]
+    if not pending:
+        return
+    listing = list_objects(dataset) if len(pending) > LISTING_THRESHOLD else None
+    failures = []
+    for ref in pending:
+        key = dataset.object_key(ref)
+        info = listing.get(key) if listing is not None else dataset.store.head(key)
+        md5 = promised_md5.get((ref.kind, ref.physical_hash)) or dataset.index.staged_md5(
+            dataset.name, ref.kind, ref.physical_hash
+        )
+        problem = _problem(dataset, ref, info, md5)
+        if problem is not None:
+            failures.append(problem)
+    if failures:
+        raise ProtocolError(
+            ErrorCode.UPLOAD_INVALID,
+            f"{len(failures)} object(s) missing or wrong; head not moved. First: {failures[0]}",
+            UploadInvalidDetails(objects=failures[:MAX_LISTED_FAILURES], count=len(failures)),
+        )
+
+
+def commit_chain(
+    dataset: DatasetRepository,
+    expected: Multihash | None,
+    base: ChainTip | None,
+    blocks: Sequence[NewBlock],
+    manifests: Mapping[Multihash, CheckpointManifest],
+    *,
+    blocks_stored: bool,
+) -> ChainTip:
+    """Move head from ``expected`` to the last of ``blocks`` (InvalidHead when another writer moved it
+    first: nothing changed, and the caller should pull and try again)."""
+    try:
+        return dataset.commit(expected, base, blocks, manifests, blocks_stored=blocks_stored)
+    except HeadMoved as exc:
+        raise ProtocolError(
+            ErrorCode.INVALID_HEAD,
+            f"another push moved the head of {dataset.name} first; pull and try again",
+            InvalidHeadDetails(expected=exc.expected, actual=exc.actual),
+        ) from None
+
+
+def commit_uploaded(
+    dataset: DatasetRepository, expected: Multihash | None, new_head: Multihash, force: bool
+) -> ChainTip:
+    """Move head to ``new_head``, whose blocks and objects were uploaded one by one (the simple
+    protocol): walk back from it through the store to the current chain, attach (the force/Seed
+    rule), check the manifests and every object, then the compare-and-swap."""
+    current = dataset.tip()
+    check_expected_head(expected, current.head if current is not None else None, False)
+    if current is not None and new_head == current.head:
+        return current
+    try:
+        walk = walk_chain(new_head, _uploaded_block(dataset), dataset.on_chain)
+    except ModelError as exc:
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc)) from None
+    base = attach(current, walk.blocks, force, dataset.chain_tip_at)
+    manifests = {}
+    for ref in checkpoint_refs(walk.blocks):
+        try:
+            manifests[ref.physical_hash] = dataset.store.get(dataset.object_key(ref))
+        except ObjectNotFound:
+            raise ProtocolError(
+                ErrorCode.UPLOAD_INVALID,
+                f"checkpoint manifest {ref.physical_hash} is not uploaded",
+                UploadInvalidDetails(objects=[f"{ref.label}: missing"], count=1),
+            ) from None
+    bundle = check_bundle(walk.blocks, manifests)
+    verify_uploads(dataset, bundle.objects(), {})
+    # every walked block was read back from this repository: it is stored already
+    return commit_chain(dataset, expected, base, bundle.blocks, bundle.manifests, blocks_stored=True)
+
+
+def _uploaded_block(dataset: DatasetRepository) -> Callable[[Multihash], bytes]:
+    def fetch(block_hash: Multihash) -> bytes:
+        try:
+            return dataset.block_bytes(block_hash)
+        except CorruptRepository:
+            raise ProtocolError(
+                ErrorCode.INVALID_BLOCKS,
+                f"block {block_hash} is not uploaded; PUT it first",
+                InvalidBlocksDetails(block=str(block_hash)),
+            ) from None
+
+    return fetch

@@ -1,0 +1,85 @@
+"""What a pull sends: the blocks between the client's head (or the last common block) and the target,
+the objects they reference and the manifests of their checkpoints (server side, both protocols)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from smart_transfer.model import ChainTip, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, InvalidIntervalDetails, ProtocolError
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.sync.attach import last_common
+
+
+@dataclass
+class PullPlan:
+    """Blocks (oldest first, as stored), objects and manifests one pull moves."""
+
+    target: ChainTip
+    begin_after: Multihash | None
+    blocks: list[tuple[Multihash, bytes]] = field(default_factory=list)
+    objects: list[ObjectRef] = field(default_factory=list)
+    manifests: dict[Multihash, bytes] = field(default_factory=dict)
+
+    @property
+    def object_bytes(self) -> int:
+        return sum(r.size for r in self.objects)
+
+
+def require_tip(dataset: DatasetRepository) -> ChainTip:
+    """The dataset's tip; DatasetNotFound when it has none."""
+    tip = dataset.tip()
+    if tip is None:
+        raise ProtocolError(ErrorCode.DATASET_NOT_FOUND, f"dataset {dataset.name} does not exist")
+    return tip
+
+
+def plan_pull(
+    dataset: DatasetRepository,
+    begin_after: Multihash | None,
+    stop_at: Multihash | None,
+    force: bool,
+    known: list[Multihash],
+) -> PullPlan:
+    """Decide what a pull moves. ``begin_after`` is the client's head: when it is not on the chain the
+    histories diverged (Diverged), unless forced: then the blocks after the last common block among
+    ``known`` are sent (all of them when there is none)."""
+    tip = require_tip(dataset)
+    target = tip
+    if stop_at is not None:
+        found = dataset.chain_tip_at(stop_at)
+        if found is None:
+            raise ProtocolError(
+                ErrorCode.INVALID_INTERVAL,
+                f"stop_at {stop_at} is not on the chain",
+                InvalidIntervalDetails(remote_head=str(tip.head)),
+            )
+        target = found
+    start = dataset.chain_tip_at(begin_after) if begin_after is not None else None
+    if begin_after is not None and start is None:
+        if not force:
+            raise ProtocolError(
+                ErrorCode.DIVERGED,
+                f"block {begin_after} is not on the chain of {dataset.name}: the histories diverged",
+                DivergedDetails(remote_head=str(tip.head)),
+            )
+        start = last_common(dataset, known)
+    if start is not None and start.sequence_number > target.sequence_number:
+        raise ProtocolError(
+            ErrorCode.INVALID_INTERVAL,
+            f"begin_after (block {start.sequence_number}) comes after stop_at (block {target.sequence_number})",
+            InvalidIntervalDetails(remote_head=str(tip.head)),
+        )
+    plan = PullPlan(target, start.head if start is not None else None)
+    plan.blocks = list(dataset.blocks_after(target, plan.begin_after))
+    refs = committed_refs(data for _, data in plan.blocks)
+    manifests = dataset.manifests_of(refs)
+    seen = {(r.kind, r.physical_hash) for r in refs}
+    for manifest in manifests.values():  # each checkpoint's files travel as objects too
+        for item in manifest.files:
+            if (ObjectKind.CHECKPOINT, item.physical_hash) not in seen:
+                seen.add((ObjectKind.CHECKPOINT, item.physical_hash))
+                refs.append(ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size))
+    plan.objects = refs
+    plan.manifests = {h: m.encode() for h, m in manifests.items()}
+    return plan

@@ -93,7 +93,11 @@ class ClientSession:
     async def send(self, message: Message | MetadataTarball) -> None:
         """Send ``message`` (the caller holds the lock when a keep-alive may run)."""
         try:
-            await self.socket.send(self.connection.send(message))
+            frame = self.connection.send(message)
+        except ProtocolError as exc:
+            raise from_protocol(exc, remote=False, context="client bug: ") from None
+        try:
+            await self.socket.send(frame)
         except ConnectionClosed:
             # the server may have said why before closing (e.g. Unauthorized right after the
             # handshake): its Error message is still queued, so read it

@@ -47,6 +47,11 @@ def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> No
 class SmartPull(PullChannel):
     def __init__(self, session: ClientSession) -> None:
         self.session = session
+        self._metadata_received = False
+
+    async def _metadata(self) -> bytes:
+        self._metadata_received = True
+        return (await self.session.request(DatasetPullMetadataRequest(), MetadataTarball)).data
 
     async def start(self, local: LocalChain, force: bool) -> PullStart:
         request = DatasetPullRequest(
@@ -55,15 +60,16 @@ class SmartPull(PullChannel):
         answer = await self.session.request(request, DatasetPullResponse)
         bundle = Bundle()
         if answer.transfer_plan.num_blocks > 0:
-            tarball = await self.session.request(DatasetPullMetadataRequest(), MetadataTarball)
             try:
-                bundle = bundle_from_tarball(tarball.data)
+                bundle = bundle_from_tarball(await self._metadata())
             except ProtocolError as exc:
                 raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
         begin_after = Multihash.parse(answer.begin_after) if answer.begin_after else None
         return PullStart(Multihash.parse(answer.head), begin_after, bundle, answer.max_objects_per_page)
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        if not self._metadata_received:
+            await self._metadata()  # nothing new, but objects to repair: the session moves on to transfers
         request = DatasetPullObjectsTransferRequest(object_files=list(page))
         answer = await self.session.request(request, DatasetPullObjectsTransferResponse)
         _same_objects(page, [t.object_file for t in answer.object_transfers])

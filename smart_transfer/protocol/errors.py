@@ -223,4 +223,4 @@ class ProtocolError(Exception):
         return HTTP_STATUS[self.code]
 
     def details_dict(self) -> dict[str, Any]:
-        return self.details.model_dump(mode="json", exclude_none=True) if self.details is not None else {}
+        return self.details.model_dump(mode="json") if self.details is not None else {}

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.routing import Route
+from starlette.routing import Match
 
 import smart_transfer
 from smart_transfer.model import ModelError
@@ -94,13 +94,17 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     return app
 
 
+HTTP_METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
+
+
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:
-    """Every method some route answers at ``path`` (for a truthful ``Allow``)."""
-    methods: set[str] = set()
-    for route in app.routes:
-        if isinstance(route, Route) and route.path_regex.match(path) and route.methods:
-            methods |= route.methods
-    return sorted(methods)
+    """Every method some route answers at ``path`` (for a truthful ``Allow``), asked of the router."""
+    allowed = []
+    for method in HTTP_METHODS:
+        scope = {"type": "http", "path": path, "method": method, "root_path": "", "app": app}
+        if any(route.matches(scope)[0] is Match.FULL for route in app.router.routes):
+            allowed.append(method)
+    return allowed
 
 
 def _document_errors(app: FastAPI) -> None:

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected, WebSocketState
 
-from smart_transfer.protocol.connection import CloseFrame, Connection, negotiate_subprotocol
+from smart_transfer.protocol.connection import DEFAULT_MAX_TEXT_BYTES, CloseFrame, Connection, negotiate_subprotocol
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.flows import Sender
 from smart_transfer.protocol.messages import Message, MetadataTarball
@@ -28,7 +28,10 @@ class ServerSession:
     def __init__(self, websocket: WebSocket, flow: str, idle_timeout: float, max_message_bytes: int) -> None:
         self.websocket = websocket
         self.connection = Connection(
-            flow, Sender.SERVER, max_text_bytes=max_message_bytes, max_binary_bytes=max_message_bytes
+            flow,
+            Sender.SERVER,
+            max_text_bytes=min(DEFAULT_MAX_TEXT_BYTES, max_message_bytes),
+            max_binary_bytes=max_message_bytes,
         )
         self.idle_timeout = idle_timeout
 

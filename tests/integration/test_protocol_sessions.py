@@ -16,15 +16,18 @@ from websockets.sync.client import ClientConnection, connect
 
 from smart_transfer.client.session import ClientSession, RemoteError
 from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.protocol.connection import close_code_of
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.messages import (
     DatasetPushComplete,
+    DatasetPushCompleteConfirmed,
     DatasetPushMetadataAccepted,
     DatasetPushObjectsTransferRequest,
     DatasetPushObjectsTransferResponse,
     DatasetPushRequest,
     DatasetPushRequestAccepted,
     HttpUpload,
+    MetadataTarball,
     ObjectFile,
     TransferPlan,
 )
@@ -51,7 +54,7 @@ def expect_error(connection: ClientConnection, code: str, fragment: str = "") ->
     assert fragment in message["message"], message
     with pytest.raises(Exception):  # noqa: B017 - the server closes right after the error
         connection.recv(timeout=10)
-    assert connection.close_code in (1008, 1011)
+    assert connection.close_code == close_code_of(ErrorCode(code))
     assert len((connection.close_reason or "").encode()) <= 123
     return message
 
@@ -138,7 +141,7 @@ async def _push_without_some_uploads(server: ServerProcess, workspace: Path, nam
         blocks = list(dataset.blocks_after(tip, None))
         refs = []
         for _, data in blocks:
-            from smart_transfer.repo.dataset import NewBlock, referenced_objects
+            from smart_transfer.model.objects import NewBlock, referenced_objects
 
             refs.extend(referenced_objects(NewBlock.decode(data).block))
         files = []
@@ -151,13 +154,11 @@ async def _push_without_some_uploads(server: ServerProcess, workspace: Path, nam
     session = await ClientSession.open(ws_url(server, f"/{name}/push"), "push")
     try:
         plan = TransferPlan(num_blocks=len(blocks), num_objects=len(files), bytes_in_objects=0)
-        accepted = await session.request(DatasetPushRequest(current_head=None, transfer_plan=plan))
-        assert isinstance(accepted, DatasetPushRequestAccepted)
-        async with session.lock:
-            await session.send_tarball(pack_blocks(blocks))
-            assert isinstance(await session.receive(), DatasetPushMetadataAccepted)
-        answer = await session.request(DatasetPushObjectsTransferRequest(object_files=files))
-        assert isinstance(answer, DatasetPushObjectsTransferResponse)
+        await session.request(DatasetPushRequest(current_head=None, transfer_plan=plan), DatasetPushRequestAccepted)
+        await session.request(MetadataTarball(pack_blocks(blocks)), DatasetPushMetadataAccepted)
+        answer = await session.request(
+            DatasetPushObjectsTransferRequest(object_files=files), DatasetPushObjectsTransferResponse
+        )
         uploads = [t for t in answer.object_transfers if isinstance(t.transfer, HttpUpload)]
         assert len(uploads) == len(files)
         first = uploads[0]
@@ -167,7 +168,7 @@ async def _push_without_some_uploads(server: ServerProcess, workspace: Path, nam
         assert response.status_code == 200
         if callable(tamper):
             tamper(first.object_file.physical_hash)
-        await session.request(DatasetPushComplete())
+        await session.request(DatasetPushComplete(), DatasetPushCompleteConfirmed)
     finally:
         await session.close()
 
@@ -179,7 +180,7 @@ def test_a_push_with_missing_uploads_is_refused_at_completion(smart_server: Serv
         asyncio.run(_push_without_some_uploads(smart_server, ws, "partial", None))
     assert caught.value.code is ErrorCode.UPLOAD_INVALID
     assert "2 object(s) missing or wrong" in caught.value.message
-    assert caught.value.details["count"] == 2
+    assert caught.value.raw_details["count"] == 2
     # the remote head did not move: the dataset still does not exist there
     result = run_cli("pull", f"{smart_server.url}/partial", workspace=tmp_path / "check")
     assert result.returncode == 1 and "does not exist" in result.stderr

@@ -65,15 +65,15 @@ def test_tokens_grant_exactly_what_they_say(guarded: tuple[ServerProcess, dict[s
     ws_a = tmp_path / "a"
     run_cli("add", "team-a", *map(str, make_files(tmp_path / "in", 2, 100)), workspace=ws_a)
     no_token = run_cli("push", "team-a", f"{server.url}/team-a", workspace=ws_a)
-    assert no_token.returncode == 1 and "Unauthorized" in no_token.stderr
+    assert no_token.returncode == 3 and "Unauthorized" in no_token.stderr
     reader_push = run_cli("push", "team-a", f"{server.url}/team-a", "--token", secret["reader"], workspace=ws_a)
-    assert reader_push.returncode == 1 and "Forbidden" in reader_push.stderr
+    assert reader_push.returncode == 3 and "Forbidden" in reader_push.stderr
     pushed = run_cli("push", "team-a", f"{server.url}/team-a", "--token", secret["writer"], workspace=ws_a)
     assert pushed.returncode == 0, pushed.stderr
     pulled = run_cli("pull", f"{server.url}/team-a", "--token", secret["reader"], workspace=tmp_path / "b")
     assert pulled.returncode == 0, pulled.stderr
     outsider = run_cli("pull", f"{server.url}/team-a", "--token", secret["outsider"], workspace=tmp_path / "c")
-    assert outsider.returncode == 1 and "Forbidden" in outsider.stderr
+    assert outsider.returncode == 3 and "Forbidden" in outsider.stderr
 
     head = f"{server.url}/team-a/refs/head"
     unauthorized = httpx.get(head)
@@ -84,7 +84,9 @@ def test_tokens_grant_exactly_what_they_say(guarded: tuple[ServerProcess, dict[s
     body = b"x"
     put = f"{server.url}/team-a/data/f1220" + "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
     assert httpx.put(put, content=body, headers={"Authorization": f"Bearer {secret['reader']}"}).status_code == 403
-    assert httpx.put(put, content=body, headers={"Authorization": f"Bearer {secret['writer']}"}).status_code == 201
+    assert (
+        httpx.put(put, content=body, headers={"Authorization": f"Bearer {secret['writer']}"}).status_code == 202
+    )  # staged until a block references it
     other = f"{server.url}/other/data/f1220" + "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
     assert httpx.put(other, content=body, headers={"Authorization": f"Bearer {secret['writer']}"}).status_code == 403
     listing = httpx.get(server.url + "/", headers={"Authorization": f"Bearer {secret['outsider']}"}).json()
@@ -270,7 +272,8 @@ def test_names_and_hashes_never_reach_outside_the_root(local_server: ServerProce
             assert b"secret canary" not in response.content
     try:
         with ws(local_server, f"/{name}/pull") as connection:
-            assert error_of(connection)["code"] == "InvalidDatasetName"
+            # a name with an encoded '/' is no dataset name: either refused as such or matched by no route
+            assert error_of(connection)["code"] in ("InvalidDatasetName", "NoSuchRoute")
     except InvalidStatus as exc:  # no WebSocket route matches such a path at all
         assert exc.response.status_code in (403, 404)
     assert canary.read_text() == "secret canary"

@@ -63,7 +63,23 @@ def test_head_and_blocks(smart_server: ServerProcess, dataset_name: str, tmp_pat
 def test_unknown_or_malformed_names_are_404_or_400(smart_server: ServerProcess, path: str) -> None:
     response = httpx.get(smart_server.url + path)
     assert response.status_code in (400, 404), (path, response.status_code)
-    assert response.json()["error"]["code"] in ("DatasetNotFound", "InvalidDatasetName", "NotFound")
+    assert response.json()["error"]["code"] in ("DatasetNotFound", "InvalidDatasetName", "NoSuchRoute")
+
+
+def test_unknown_routes_and_methods_answer_in_the_documented_shape(smart_server: ServerProcess) -> None:
+    unknown = httpx.get(smart_server.url + "/a/b/c/d")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "NoSuchRoute"
+    wrong = httpx.delete(smart_server.url + "/x/refs/head")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "MethodNotAllowed"
+    allowed = {m.strip() for m in wrong.headers["allow"].split(",")}
+    assert allowed == {"GET", "HEAD", "PUT"} == set(wrong.json()["error"]["details"]["allowed"])
+
+
+def test_the_server_description_does_not_expose_where_data_is_stored(smart_server: ServerProcess) -> None:
+    info = httpx.get(smart_server.url + "/").json()
+    assert info["store"] in ("embedded", "s3")
+    text = httpx.get(smart_server.url + "/").text
+    assert str(smart_server.root) not in text and "bucket" not in text and "srv-" not in text
 
 
 def test_the_reserved_store_route_is_never_a_dataset(smart_server: ServerProcess) -> None:
@@ -121,8 +137,12 @@ def test_puts_check_hashes_and_change_nothing_when_wrong(
     refused = httpx.put(f"{base}/data/{wrong}", content=body)
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "HashMismatch"
     stored = httpx.put(f"{base}/data/{right}", content=body)
-    assert stored.status_code == 201 and stored.json() == {"hash": right, "size": 1000, "created": True}
-    assert httpx.put(f"{base}/blocks/{right}", content=body).json()["error"]["code"] == "InvalidBlock"
+    # staged: stored, but not readable until a committed block references it (202 says so)
+    assert stored.status_code == 202
+    assert stored.json() == {"hash": right, "size": 1000, "created": True, "visible": False}
+    again = httpx.put(f"{base}/data/{right}", content=body)
+    assert again.status_code == 200 and again.json()["created"] is False
+    assert httpx.put(f"{base}/blocks/{right}", content=body).json()["error"]["code"] == "InvalidBlocks"
     assert httpx.put(f"{base}/blocks/{wrong}", content=body).json()["error"]["code"] == "HashMismatch"
     # an object that no committed block references is not served
     assert httpx.get(f"{base}/data/{right}?redirect=false").status_code == 404
@@ -143,7 +163,8 @@ def test_head_moves_only_by_if_match_to_a_complete_valid_chain(
     second, second_bytes = block("second")
     assert httpx.put(f"{base}/refs/head", content=first).status_code == 428
     missing = httpx.put(f"{base}/refs/head", content=first, headers={"If-Match": f'"{old}"'})
-    assert missing.status_code == 400 and missing.json()["error"]["code"] == "MissingBlock"
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "InvalidBlocks"
+    assert "not uploaded" in missing.json()["error"]["message"]
     for digest, data in ((first, first_bytes), (second, second_bytes)):
         assert httpx.put(f"{base}/blocks/{digest}", content=data).status_code == 201
     results: dict[str, int] = {}

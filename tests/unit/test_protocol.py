@@ -24,7 +24,7 @@ from smart_transfer.protocol.connection import (
 )
 from smart_transfer.protocol.errors import ErrorCode, MessageTooLargeDetails, ProtocolError, UnexpectedMessageDetails
 from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
-from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
+from smart_transfer.protocol.tarball import unpack_blocks
 
 hashes = st.binary(min_size=32, max_size=32).map(lambda d: str(Multihash(0x12, d)))
 plans = st.builds(

@@ -9,9 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 import smart_transfer
-from smart_transfer.client.commands import server, transfer, workspace
+from smart_transfer.client.commands import ingest, server, transfer, workspace
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError, SmartTransferError
-from smart_transfer.ingest import command as ingest
 from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import REJECTIONS, ErrorCode
 from smart_transfer.repo import HeadMoved, RepositoryError

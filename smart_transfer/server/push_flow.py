@@ -38,8 +38,6 @@ from smart_transfer.sync.attach import attach, check_expected_head, last_common
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
 from smart_transfer.sync.commit import ObjectKey, commit_chain, list_objects, verify_uploads
 
-#: Seconds between keep-alives the server sends while it verifies and commits a push.
-COMMIT_PROGRESS_INTERVAL = 5.0
 T = TypeVar("T")
 
 
@@ -122,12 +120,12 @@ def _verify_and_commit(dataset: DatasetRepository, state: PushState, skipped_blo
     return commit_chain(dataset, expected, state.base, state.bundle.blocks, state.bundle.manifests, blocks_stored=True)
 
 
-async def _with_keep_alive(session: ServerSession, work: Awaitable[T]) -> T:
-    """Await ``work`` while telling the client, every few seconds, that the server is still at it."""
+async def _with_keep_alive(session: ServerSession, work: Awaitable[T], interval: float) -> T:
+    """Await ``work`` while telling the client, every ``interval`` seconds, that the server is at it."""
 
     async def beat() -> None:
         while True:
-            await asyncio.sleep(COMMIT_PROGRESS_INTERVAL)
+            await asyncio.sleep(interval)
             await session.send(Progress(objects_done=0, bytes_done=0))
 
     beating = asyncio.create_task(beat())
@@ -165,7 +163,8 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
         transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, settings)
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
     skipped_blocks = await writing
-    new_tip = await _with_keep_alive(session, asyncio.to_thread(_verify_and_commit, dataset, state, skipped_blocks))
+    committing = asyncio.to_thread(_verify_and_commit, dataset, state, skipped_blocks)
+    new_tip = await _with_keep_alive(session, committing, settings.keepalive_interval_seconds)
     old_head = str(state.remote_tip.head) if state.remote_tip is not None else None
     await session.send(DatasetPushCompleteConfirmed(old_head=old_head, new_head=str(new_tip.head)))
     await session.close()

@@ -24,6 +24,8 @@ DEFAULT_MAX_OBJECTS_PER_PAGE = 1000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Seconds a session may wait for the client's next message.
 DEFAULT_IDLE_TIMEOUT_SECONDS = 120.0
+#: Seconds between the keep-alives (Progress) the server sends while it verifies and commits a push.
+DEFAULT_KEEPALIVE_INTERVAL_SECONDS = 5.0
 #: Longest a whole session may last (also bounds how long a push may hold uploads uncommitted).
 DEFAULT_SESSION_TIMEOUT_SECONDS = 3600.0
 #: Concurrent WebSocket sessions, in all and per token subject.
@@ -57,6 +59,7 @@ class ServerSettings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS
     session_timeout_seconds: float = DEFAULT_SESSION_TIMEOUT_SECONDS
+    keepalive_interval_seconds: float = DEFAULT_KEEPALIVE_INTERVAL_SECONDS
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
     max_requests: int = DEFAULT_MAX_REQUESTS

@@ -7,13 +7,12 @@ for PUT, the Content-MD5 the URL was signed for.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
+from smart_transfer.storage.digest import md5_hex_from_base64
 from smart_transfer.storage.errors import PresignRefused
 from smart_transfer.storage.local import PRESIGN_ROUTE, LocalStore, ObjectWriter
 
@@ -23,21 +22,37 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, "details": {}}}, status_code=status)
 
 
+def _refused(exc: PresignRefused) -> JSONResponse:
+    code = {400: "BadDigest", 413: "EntityTooLarge"}.get(exc.status, "AccessDenied")
+    return error_response(exc.status, code, exc.reason)
+
+
+def _md5_problem(bound_md5: str | None, sent: str | None) -> JSONResponse | None:
+    """S3's answer when the Content-MD5 header breaks what the URL was signed for, else None."""
+    if bound_md5 is None:
+        return None
+    if sent is None:
+        return error_response(403, "AccessDenied", "this URL requires a Content-MD5 header")
+    try:
+        sent_hex = md5_hex_from_base64(sent)
+    except ValueError:
+        return error_response(400, "InvalidDigest", "Content-MD5 is not base64")
+    if sent_hex != bound_md5:
+        return error_response(403, "AccessDenied", "Content-MD5 differs from the one the URL was signed for")
+    return None
+
+
 def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable[[int], None]) -> APIRouter:
     """Routes serving presigned requests for ``store``."""
     router = APIRouter(include_in_schema=False)
     path = PRESIGN_ROUTE + "{key:path}"
-
-    def refused(exc: PresignRefused) -> JSONResponse:
-        code = {400: "BadDigest", 413: "EntityTooLarge"}.get(exc.status, "AccessDenied")
-        return error_response(exc.status, code, exc.reason)
 
     @router.api_route(path, methods=["GET", "HEAD"])
     def read_object(key: str, request: Request) -> Response:
         try:
             store.verify_presigned(request.method, key, request.query_params)
         except PresignRefused as exc:
-            return refused(exc)
+            return _refused(exc)
         info = store.head(key)
         if info is None:
             return error_response(404, "NoSuchKey", f"object not found: {key}")
@@ -52,17 +67,10 @@ def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable
         try:
             bound_md5 = store.verify_presigned("PUT", key, request.query_params)
         except PresignRefused as exc:
-            return refused(exc)
-        sent = request.headers.get("content-md5")
-        if bound_md5 is not None:
-            if sent is None:
-                return error_response(403, "AccessDenied", "this URL requires a Content-MD5 header")
-            try:
-                sent_hex = base64.b64decode(sent, validate=True).hex()
-            except (binascii.Error, ValueError):
-                return error_response(400, "InvalidDigest", "Content-MD5 is not base64")
-            if sent_hex != bound_md5:
-                return error_response(403, "AccessDenied", "Content-MD5 differs from the one the URL was signed for")
+            return _refused(exc)
+        problem = _md5_problem(bound_md5, request.headers.get("content-md5"))
+        if problem is not None:
+            return problem
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_object_bytes:
             return error_response(413, "EntityTooLarge", f"objects are limited to {max_object_bytes} bytes")
@@ -73,7 +81,7 @@ def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable
             info = writer.commit(bound_md5)
             count_bytes(info.size)
         except PresignRefused as exc:
-            return refused(exc)
+            return _refused(exc)
         except BaseException:
             writer.abort()
             raise

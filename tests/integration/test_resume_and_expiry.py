@@ -25,7 +25,8 @@ KILL_POINTS = 4
 def log_of(workspace: Path, name: str) -> list[dict[str, object]] | None:
     result = run_cli("log", name, "--json", workspace=workspace)
     if result.returncode != 0:
-        assert "dataset not found" in result.stderr, result.stderr
+        # nothing local yet: no dataset, or not even a workspace (a pull killed before it made one)
+        assert "dataset not found" in result.stderr or "no workspace at" in result.stderr, result.stderr
         return None
     return [orjson.loads(line) for line in result.stdout.splitlines()]
 

@@ -58,6 +58,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         url_ttl_seconds=args.url_ttl,
         idle_timeout_seconds=args.idle_timeout,
         session_timeout_seconds=args.session_timeout,
+        keepalive_interval_seconds=args.keepalive_interval,
         tokens_file=Path(args.tokens) if args.tokens else None,
         **{name: getattr(args, name) for name in names},
     )
@@ -160,6 +161,12 @@ LIMITS: list[tuple[str, type, object, str]] = [
     ("--max-message-bytes", int, defaults.DEFAULT_MAX_MESSAGE_BYTES, "largest WebSocket frame accepted (tarballs too)"),
     ("--idle-timeout", float, defaults.DEFAULT_IDLE_TIMEOUT_SECONDS, "seconds a session may wait for the client"),
     ("--session-timeout", float, defaults.DEFAULT_SESSION_TIMEOUT_SECONDS, "seconds a whole session may last"),
+    (
+        "--keepalive-interval",
+        float,
+        defaults.DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
+        "seconds between the keep-alives the server sends while it verifies a push",
+    ),
 ]
 
 

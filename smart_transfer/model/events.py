@@ -10,8 +10,10 @@ from smart_transfer.model.errors import InvalidBlock
 from smart_transfer.model.fields import get_hash, get_int, get_object, get_str, require_keys
 from smart_transfer.model.multihash import Multihash
 
-_DATASET_ID = re.compile(r"did:odf:f[0-9a-f]{8,128}")
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
+DATASET_ID_PATTERN = r"did:odf:f[0-9a-f]{8,128}"
+TIMESTAMP_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z"
+_DATASET_ID = re.compile(DATASET_ID_PATTERN)
+_TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 DATASET_KINDS = ("root", "derivative")
 MAX_KEYWORDS = 64
 MAX_TEXT = 4096

@@ -15,7 +15,8 @@ FORMAT = "rocksdb-checkpoint/1"
 #: Manifests are metadata: bounded like blocks are.
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_FILES = 10_000
-_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+FILE_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
+_FILE_NAME = re.compile(FILE_NAME_PATTERN)
 
 
 def is_immutable(name: str) -> bool:

@@ -20,6 +20,8 @@ _ALGORITHMS: dict[int, tuple[str, int]] = {SHA2_256: ("sha256", 32), SHA3_256: (
 _HEX = frozenset("0123456789abcdef")
 #: Both codes and both lengths fit one varint byte, so every supported multihash has this text length.
 TEXT_LENGTH = 1 + 2 + 2 + 64
+#: The text form of a supported multihash: multibase base16 (f), code 0x12 or 0x16, length 0x20, digest.
+HASH_PATTERN = r"^f1[26]20[0-9a-f]{64}$"
 
 
 class Hasher(Protocol):

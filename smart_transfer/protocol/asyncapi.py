@@ -14,6 +14,16 @@ from pydantic.json_schema import models_json_schema
 import smart_transfer
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
+from smart_transfer.model.schema import block_schemas, manifest_schemas
+from smart_transfer.protocol.connection import (
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_NORMAL,
+    CLOSE_POLICY_VIOLATION,
+    CLOSE_TRY_AGAIN_LATER,
+    close_code_of,
+)
+from smart_transfer.protocol.errors import DETAILS, HTTP_STATUS, ErrorCode, NoDetails, details_model
 from smart_transfer.protocol.flows import FLOWS, TARBALL, Sender
 
 #: Message models of each flow, in the order a session uses them.
@@ -81,6 +91,9 @@ def build_document() -> dict[str, Any]:
         [(model, "validation") for model in models.values()], ref_template="#/components/schemas/{model}"
     )
     schemas = _asyncapi_schema(definitions["$defs"])
+    schemas.update(_asyncapi_schema(block_schemas()))
+    schemas.update(_asyncapi_schema(manifest_schemas()))
+    schemas.update(_error_schemas())
     messages: dict[str, Any] = {
         name: {
             "name": name,
@@ -99,6 +112,23 @@ def build_document() -> dict[str, Any]:
         "manifest the blocks reference, so both sides know every checkpoint file before objects are negotiated.",
         "contentType": "application/gzip",
         "payload": {"type": "string", "format": "binary"},
+        "x-archive": {
+            "compression": "gzip",
+            "format": "tar (ustar), regular files only",
+            "entries": [
+                {
+                    "name": r"^[0-9]{9}-f1[26]20[0-9a-f]{64}$",
+                    "meaning": "position (from 000000000, oldest block first) and the block's hash; the entry's "
+                    "bytes must hash to it",
+                    "content": {"$ref": "#/components/schemas/MetadataBlock"},
+                },
+                {
+                    "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
+                    "meaning": "after every block: the manifest of each checkpoint the blocks reference",
+                    "content": {"$ref": "#/components/schemas/CheckpointManifest"},
+                },
+            ],
+        },
     }
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
@@ -115,7 +145,7 @@ def build_document() -> dict[str, Any]:
             + f"\n\n{TARBALL}: {TARBALL_DESCRIPTION[flow]}",
             "parameters": {"dataset": {"description": "dataset name: ASCII letters and digits joined by - . _"}},
             "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in names},
-            "bindings": {"ws": {"method": "GET", "bindingVersion": "0.1.0"}},
+            "bindings": {"ws": {"method": "GET", "headers": HANDSHAKE_HEADERS, "bindingVersion": "0.1.0"}},
         }
         for sender, action in ((Sender.CLIENT, "receive"), (Sender.SERVER, "send")):
             sent = sorted({kind for (_, who, kind) in FLOWS[flow] if who is sender} | {"Error"})
@@ -148,4 +178,46 @@ def build_document() -> dict[str, Any]:
         "channels": channels,
         "operations": operations,
         "components": {"messages": messages, "schemas": schemas},
+        "x-close-codes": {str(code): meaning for code, meaning in CLOSE_CODES.items()},
+        "x-error-codes": {
+            code.value: {
+                "closeCode": close_code_of(code),
+                "httpStatus": HTTP_STATUS[code],
+                "details": {"$ref": f"#/components/schemas/{details_model(code).__name__}"},
+            }
+            for code in ErrorCode
+        },
     }
+
+
+#: What each close code means (the reason is the error code, when there is one).
+CLOSE_CODES = {
+    CLOSE_NORMAL: "the session ended as the table says (after DatasetPullComplete, DatasetPushCompleteConfirmed, "
+    "or in answer to the peer's Error)",
+    CLOSE_POLICY_VIOLATION: "an Error the peer caused (bad or misplaced message, refused request)",
+    CLOSE_MESSAGE_TOO_BIG: "an Error: a frame was over the limit (MessageTooLarge)",
+    CLOSE_INTERNAL_ERROR: "an Error the server caused (Internal, StorageUnavailable)",
+    CLOSE_TRY_AGAIN_LATER: "an Error: Busy, retry after details.retry_after seconds",
+}
+#: The handshake headers of both channels.
+HANDSHAKE_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "required": ["Sec-WebSocket-Protocol"],
+    "properties": {
+        "Sec-WebSocket-Protocol": {"const": SUBPROTOCOL, "description": "the subprotocol to offer (required)"},
+        "Authorization": {
+            "type": "string",
+            "pattern": "^Bearer .+$",
+            "description": "a token, when the server needs one",
+        },
+    },
+}
+
+
+def _error_schemas() -> dict[str, Any]:
+    """The typed details of each error code (which code carries which: x-error-codes)."""
+    models = [NoDetails, *{model.__name__: model for model in DETAILS.values()}.values()]
+    _, definitions = models_json_schema(
+        [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
+    )
+    return dict(_asyncapi_schema(definitions["$defs"]))

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from smart_transfer.model import InvalidMultihash, Multihash
+from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol.errors import ErrorCode
 
-HASH_PATTERN = r"^f1[26]20[0-9a-f]{64}$"
 MAX_ERROR_TEXT = 2000
 #: Most blocks a request may name as known to the client (its chain, sampled back from its head).
 MAX_KNOWN_BLOCKS = 128
@@ -82,7 +82,8 @@ class HttpRequest(Message):
 
 
 class Error(Message):
-    """The last message of a failed session, sent just before the close frame."""
+    """The last message of a failed session, sent just before the close frame. ``details`` is typed by
+    ``code`` (see x-error-codes: the details schema, close code and HTTP status of every code)."""
 
     type: Literal["Error"] = "Error"
     code: ErrorCode

@@ -12,9 +12,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import smart_transfer
+from smart_transfer.model.schema import block_schemas, manifest_schemas
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
-from smart_transfer.model.schema import block_schemas, manifest_schemas
 from smart_transfer.protocol.connection import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_MESSAGE_TOO_BIG,
@@ -216,7 +216,7 @@ HANDSHAKE_HEADERS: dict[str, Any] = {
 
 def _error_schemas() -> dict[str, Any]:
     """The typed details of each error code (which code carries which: x-error-codes)."""
-    models = [NoDetails, *{model.__name__: model for model in DETAILS.values()}.values()]
+    models: list[type[BaseModel]] = [NoDetails, *{model.__name__: model for model in DETAILS.values()}.values()]
     _, definitions = models_json_schema(
         [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
     )

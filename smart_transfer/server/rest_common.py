@@ -10,9 +10,9 @@ from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel
 
 from smart_transfer.model import ObjectKind
+from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, details_model
-from smart_transfer.protocol.messages import HASH_PATTERN
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.state import ServerState

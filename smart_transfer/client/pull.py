@@ -16,6 +16,7 @@ from smart_transfer.client.flow import FlowOptions, Meter, TransferSummary, move
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
+from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
@@ -26,10 +27,6 @@ from smart_transfer.transfer.http import download
 
 def local_chain(dataset: DatasetRepository, tip: ChainTip | None) -> LocalChain:
     return LocalChain(tip, known_blocks(dataset, tip), dataset.on_chain)
-
-
-def _text(value: Multihash | None) -> str | None:
-    return str(value) if value is not None else None
 
 
 def _diverged(name: str) -> DivergedError:
@@ -81,7 +78,7 @@ async def pull(
     dataset = workspace.dataset(name)
     tip = await asyncio.to_thread(dataset.tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
-    summary = TransferSummary("pull", dataset.name, remote.url, _text(local.head), _text(local.head))
+    summary = TransferSummary("pull", dataset.name, remote.url, hash_text(local.head), hash_text(local.head))
     summary.protocol = transport.name
     async with transport.pull(remote) as channel:
         try:

@@ -16,6 +16,7 @@ from smart_transfer.client.pull import local_chain
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transport import LocalChain, PushChannel, Transport
 from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
+from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.repo import Workspace
@@ -97,7 +98,7 @@ async def _push_once(
     async with transport.push(remote) as channel:
         start = await channel.start(local, expected, plan, force)
         current = start.current_head
-        summary = TransferSummary("push", dataset.name, remote.url, _text(current), _text(current))
+        summary = TransferSummary("push", dataset.name, remote.url, hash_text(current), hash_text(current))
         summary.protocol = transport.name
         if current is not None and not local.contains(current) and not force:
             raise _pull_first(dataset.name)
@@ -129,7 +130,3 @@ async def _upload(
         return await upload(http, request, item.physical_hash, path, meter.add_bytes, limiter=options.limiter)
 
     return await move_objects(options, channel, "push", files, page_limit, send)
-
-
-def _text(value: Multihash | None) -> str | None:
-    return str(value) if value is not None else None

@@ -11,6 +11,7 @@ from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.session import DEFAULT_ANSWER_TIMEOUT, ClientSession
 from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
 from smart_transfer.model import Multihash
+from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
@@ -35,10 +36,6 @@ from smart_transfer.protocol.messages import (
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
 
 
-def _text(value: Multihash | None) -> str | None:
-    return str(value) if value is not None else None
-
-
 def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> None:
     if answered != list(asked):
         raise LocalError(ErrorCode.BAD_MESSAGE, "the server answered for other objects than requested")
@@ -55,7 +52,9 @@ class SmartPull(PullChannel):
 
     async def start(self, local: LocalChain, force: bool) -> PullStart:
         request = DatasetPullRequest(
-            begin_after=_text(local.head), force_update_if_diverged=force, known_blocks=[str(h) for h in local.known]
+            begin_after=hash_text(local.head),
+            force_update_if_diverged=force,
+            known_blocks=[str(h) for h in local.known],
         )
         answer = await self.session.request(request, DatasetPullResponse)
         bundle = Bundle()
@@ -90,7 +89,7 @@ class SmartPush(PushChannel):
 
     async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
         request = DatasetPushRequest(
-            current_head=_text(expected),
+            current_head=hash_text(expected),
             transfer_plan=plan,
             force_update_if_diverged=force,
             known_blocks=[str(h) for h in local.known],

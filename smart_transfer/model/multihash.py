@@ -83,3 +83,8 @@ def new_hasher(code: int = SHA2_256) -> Hasher:
     if algorithm is None:
         raise InvalidMultihash(f"unsupported multihash code 0x{code:x}")
     return hashlib.new(algorithm[0])
+
+
+def hash_text(value: Multihash | None) -> str | None:
+    """The text form of an optional hash (messages and reports carry None as null)."""
+    return str(value) if value is not None else None

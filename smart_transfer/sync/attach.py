@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, validate_extension
 from smart_transfer.model.errors import ChainRuleViolation
 from smart_transfer.model.events import Seed
+from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import (
     DivergedDetails,
     ErrorCode,
@@ -30,7 +31,7 @@ def check_expected_head(expected: Multihash | None, actual: Multihash | None, fo
         raise ProtocolError(
             ErrorCode.INVALID_HEAD,
             f"the head is {actual or 'absent'}, not {expected or 'absent'}",
-            InvalidHeadDetails(expected=_text(expected), actual=_text(actual)),
+            InvalidHeadDetails(expected=hash_text(expected), actual=hash_text(actual)),
         )
 
 
@@ -103,7 +104,3 @@ def last_common(dataset: DatasetRepository, offered: Sequence[Multihash]) -> Cha
         if tip is not None:
             return tip
     return None
-
-
-def _text(value: Multihash | None) -> str | None:
-    return str(value) if value is not None else None

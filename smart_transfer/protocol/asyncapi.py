@@ -84,8 +84,8 @@ def ordering(flow: str) -> list[str]:
     ]
 
 
-def build_document() -> dict[str, Any]:
-    """The whole AsyncAPI document as plain data."""
+def _schemas_and_messages() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Payload schemas (messages, block formats, error details) and the JSON messages."""
     models = {model.__name__: model for models in FLOW_MESSAGES.values() for model in models}
     _, definitions = models_json_schema(
         [(model, "validation") for model in models.values()], ref_template="#/components/schemas/{model}"
@@ -104,7 +104,13 @@ def build_document() -> dict[str, Any]:
         }
         for name, model in sorted(models.items())
     }
-    messages[TARBALL] = {
+    messages[TARBALL] = _tarball_message()
+    return schemas, messages
+
+
+def _tarball_message() -> dict[str, Any]:
+    """The binary frame: a gzip tar of blocks and manifests, described entry by entry."""
+    return {
         "name": TARBALL,
         "title": "Metadata tarball (binary frame)",
         "summary": "One gzip tar in a binary WebSocket frame: entry i is named '{i:09d}-{block hash}' and "
@@ -130,6 +136,10 @@ def build_document() -> dict[str, Any]:
             ],
         },
     }
+
+
+def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
+    """One channel per flow, with its order written out, and who sends what."""
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     for flow, flow_models in FLOW_MESSAGES.items():
@@ -156,6 +166,13 @@ def build_document() -> dict[str, Any]:
                 f"(the server {'receives' if action == 'receive' else 'sends'} them).",
                 "messages": [{"$ref": f"#/channels/{flow}/messages/{name}"} for name in sent],
             }
+    return channels, operations
+
+
+def build_document() -> dict[str, Any]:
+    """The whole AsyncAPI document as plain data."""
+    schemas, messages = _schemas_and_messages()
+    channels, operations = _channels_and_operations()
     return {
         "asyncapi": "3.0.0",
         "info": {

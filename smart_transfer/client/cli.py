@@ -15,7 +15,7 @@ from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import REJECTIONS, ErrorCode
 from smart_transfer.repo import HeadMoved, RepositoryError
 from smart_transfer.storage import StorageError
-from smart_transfer.transfer.http import TransferFailed, TransferRefused
+from smart_transfer.transfer.errors import TransferFailed, TransferRefused
 
 Handler = Callable[[argparse.Namespace], int]
 #: Codes that mean the command line itself was wrong when this side found them.

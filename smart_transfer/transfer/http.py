@@ -21,10 +21,12 @@ from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
+from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL
 from smart_transfer.transfer.ratelimit import RateLimiter
 
-#: Parallel transfers unless the caller says otherwise.
-DEFAULT_PARALLEL = 16
+__all__ = ["DEFAULT_PARALLEL", "TransferFailed", "TransferRefused", "UrlExpired", "download", "make_session", "upload"]
+
 #: Attempts per object for transient failures (connection errors, 5xx, 429).
 DEFAULT_ATTEMPTS = 5
 #: First retry delay in seconds; doubled each attempt, with jitter.
@@ -35,29 +37,6 @@ CHUNK_BYTES = 1024 * 1024
 UPLOAD_CHUNK_BYTES = 64 * 1024
 #: Seconds a single request may take before it counts as failed.
 REQUEST_TIMEOUT = 300.0
-
-
-class TransferFailed(Exception):
-    """An object could not be moved or did not verify; names the object."""
-
-    def __init__(self, object_name: str, reason: str, *, network: bool = False) -> None:
-        self.object_name = object_name
-        self.reason = reason
-        self.network = network
-        super().__init__(f"{object_name}: {reason}")
-
-
-class TransferRefused(TransferFailed):
-    """The smart-transfer server itself refused the request with a typed error (simple protocol:
-    a read-only token, a missing object...); not an expired URL, and retrying will not help."""
-
-    def __init__(self, object_name: str, code: ErrorCode, message: str) -> None:
-        self.code = code
-        super().__init__(object_name, f"{message} ({code.value})")
-
-
-class UrlExpired(Exception):
-    """The store refused the URL (403): it expired or is no longer valid; ask for a fresh one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from smart_transfer.client.commands.common import (
     TOKEN_ENV,
@@ -17,9 +18,11 @@ from smart_transfer.client.commands.common import (
     token,
 )
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
-from smart_transfer.client.flow import TransferSummary
-from smart_transfer.transfer.http import DEFAULT_PARALLEL
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL
 from smart_transfer.transfer.ratelimit import parse_rate
+
+if TYPE_CHECKING:
+    from smart_transfer.client.flow import TransferSummary
 
 PROTOCOLS = ("smart", "simple")
 

@@ -1,0 +1,29 @@
+"""Data-plane errors: an object that could not be moved or verified (no network library imported here,
+so the CLI can name them without loading one)."""
+
+from __future__ import annotations
+
+from smart_transfer.protocol.errors import ErrorCode
+
+
+class TransferFailed(Exception):
+    """An object could not be moved or did not verify; names the object."""
+
+    def __init__(self, object_name: str, reason: str, *, network: bool = False) -> None:
+        self.object_name = object_name
+        self.reason = reason
+        self.network = network
+        super().__init__(f"{object_name}: {reason}")
+
+
+class TransferRefused(TransferFailed):
+    """The smart-transfer server itself refused the request with a typed error (simple protocol:
+    a read-only token, a missing object...); not an expired URL, and retrying will not help."""
+
+    def __init__(self, object_name: str, code: ErrorCode, message: str) -> None:
+        self.code = code
+        super().__init__(object_name, f"{message} ({code.value})")
+
+
+class UrlExpired(Exception):
+    """The store refused the URL (403): it expired or is no longer valid; ask for a fresh one."""

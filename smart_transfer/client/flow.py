@@ -13,7 +13,6 @@ import aiohttp
 
 from smart_transfer.client.errors import SmartTransferError
 from smart_transfer.client.transport import PullChannel, PushChannel
-from smart_transfer.model import Multihash, ObjectKind, ObjectRef
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, make_session
 from smart_transfer.transfer.mover import MoveResult, ObjectMover
@@ -112,28 +111,45 @@ class Meter:
             )
 
 
-def object_file(ref: ObjectRef, md5: str | None = None) -> ObjectFile:
-    return ObjectFile(kind=ref.kind.value, physical_hash=str(ref.physical_hash), size=ref.size, md5=md5)
-
-
-def object_ref(item: ObjectFile) -> ObjectRef:
-    return ObjectRef(ObjectKind(item.kind), Multihash.parse(item.physical_hash), item.size)
-
-
 Work = Callable[[aiohttp.ClientSession, ObjectFile, HttpRequest, Meter], Awaitable[int]]
+
+
+class KeepAlive:
+    """Tells the remote, every PROGRESS_INTERVAL seconds, how far the transfer is, for as long as the
+    flow works between two protocol steps (verifying, moving objects, committing locally)."""
+
+    def __init__(self, channel: PullChannel | PushChannel) -> None:
+        self.channel = channel
+        self.meter: Meter | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_INTERVAL)
+            meter = self.meter
+            await self.channel.keep_alive(meter.objects_done if meter else 0, meter.bytes_done if meter else 0)
+
+    async def __aenter__(self) -> KeepAlive:
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, SmartTransferError):
+            await self._task
 
 
 async def move_objects(
     options: FlowOptions,
     channel: PullChannel | PushChannel,
-    operation: str,
+    meter: Meter,
     files: Sequence[ObjectFile],
     page_limit: int,
     work: Work,
 ) -> MoveResult:
-    """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel,
-    keeping the session alive meanwhile."""
-    meter = Meter(operation, files, options.progress)
+    """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel
+    (the caller keeps the session alive meanwhile: ``KeepAlive``)."""
     async with make_session(options.parallel) as http:
 
         async def one(item: ObjectFile, request: HttpRequest) -> int:
@@ -142,17 +158,4 @@ async def move_objects(
             return moved
 
         page_size = max(1, min(options.page_size, page_limit))
-        mover = ObjectMover(channel.urls, one, parallel=options.parallel, page_size=page_size)
-
-        async def keep_alive() -> None:
-            while True:
-                await asyncio.sleep(PROGRESS_INTERVAL)
-                await channel.keep_alive(meter.objects_done, meter.bytes_done)
-
-        beating = asyncio.create_task(keep_alive())
-        try:
-            return await mover.move(files)
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SmartTransferError):
-                await beating
+        return await ObjectMover(channel.urls, one, parallel=options.parallel, page_size=page_size).move(files)

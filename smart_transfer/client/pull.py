@@ -12,10 +12,10 @@ import aiohttp
 
 from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.client.flow import FlowOptions, Meter, TransferSummary, move_objects, object_file, object_ref
+from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, Transport
-from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
+from smart_transfer.client.transport import LocalChain, PullStart, Transport
+from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
@@ -85,17 +85,26 @@ async def pull(
             start = await channel.start(local, force)
         except SmartTransferError as exc:
             if exc.code is ErrorCode.DIVERGED and isinstance(exc.details, DivergedDetails):
-                if local.contains(Multihash.parse(exc.details.remote_head)):
+                if _on_chain(local, exc.details.remote_head):
                     return _local_ahead(summary)
                 raise _diverged(dataset.name) from None
             raise
-        if not start.bundle.blocks and start.head != local.head and local.contains(start.head):
+        if start.head != local.head and local.contains(start.head):
+            # the remote head is an older block of ours: nothing to pull, and force never drops our blocks
             await channel.finish()
             return _local_ahead(summary)
-        base = await asyncio.to_thread(_attach_pulled, dataset, local, start, force)
-        await _fetch_objects(workspace, dataset, channel, options, start, base, summary)
+        async with KeepAlive(channel) as beat:  # checks, downloads and the local commit take time
+            base = await asyncio.to_thread(_attach_pulled, dataset, local, start, force)
+            await _fetch_objects(workspace, dataset, beat, options, start, base, summary)
         await channel.finish()
     return summary.finish()
+
+
+def _on_chain(local: LocalChain, head: str) -> bool:
+    try:
+        return local.contains(Multihash.parse(head))
+    except ModelError:
+        return False  # not even a hash: certainly not ours
 
 
 def _local_ahead(summary: TransferSummary) -> TransferSummary:
@@ -107,7 +116,7 @@ def _local_ahead(summary: TransferSummary) -> TransferSummary:
 async def _fetch_objects(
     workspace: Workspace,
     dataset: DatasetRepository,
-    channel: PullChannel,
+    beat: KeepAlive,
     options: FlowOptions,
     start: PullStart,
     base: ChainTip | None,
@@ -127,15 +136,16 @@ async def _fetch_objects(
         store = workspace.local_store
 
         async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
-            ref = object_ref(item)
+            ref = item.ref()
             verified = await download(
                 http, request, ref.physical_hash, ref.size, store.temp_path(), meter.add_bytes, limiter=options.limiter
             )
             await asyncio.to_thread(store.adopt, dataset.object_key(ref), verified.temp_path)
             return verified.size
 
-        files = [object_file(r) for r in missing]
-        summary.moved(await move_objects(options, channel, "pull", files, start.page_limit, fetch))
+        files = [ObjectFile.of(r) for r in missing]
+        beat.meter = Meter("pull", files, options.progress)
+        summary.moved(await move_objects(options, beat.channel, beat.meter, files, start.page_limit, fetch))
     finally:
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)

@@ -11,10 +11,10 @@ from pathlib import Path
 import aiohttp
 
 from smart_transfer.client.errors import DivergedError, SmartTransferError
-from smart_transfer.client.flow import FlowOptions, Meter, TransferSummary, move_objects, object_file, object_ref
+from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
 from smart_transfer.client.pull import local_chain
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transport import LocalChain, PushChannel, Transport
+from smart_transfer.client.transport import LocalChain, Transport
 from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails
@@ -46,7 +46,7 @@ def local_bundle(dataset: DatasetRepository, tip: ChainTip, after: Multihash | N
 def _with_md5(workspace: Workspace, dataset: DatasetRepository, bundle: Bundle) -> list[ObjectFile]:
     store = workspace.local_store
     return [
-        object_file(ref, digest_file(store.path_of(dataset.object_key(ref))).md5_base64) for ref in bundle.objects()
+        ObjectFile.of(ref, digest_file(store.path_of(dataset.object_key(ref))).md5_base64) for ref in bundle.objects()
     ]
 
 
@@ -103,10 +103,15 @@ async def _push_once(
         if current is not None and not local.contains(current) and not force:
             raise _pull_first(dataset.name)
         common = next((h for h in (current, start.common_block) if h is not None and local.contains(h)), None)
+        if common == tip.head and current != tip.head:
+            # forced, and the remote is ahead of us: resend our head block, so the remote moves back to it
+            common = dataset.hash_at(tip.sequence_number - 1) if tip.sequence_number > 0 else None
         bundle = await asyncio.to_thread(local_bundle, dataset, tip, common)
         page_limit = await channel.send_blocks(bundle)
-        files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle)
-        summary.moved(await _upload(workspace, dataset, channel, options, files, page_limit))
+        async with KeepAlive(channel) as beat:  # hashing and uploads take time; the commit is the server's
+            files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle)
+            beat.meter = Meter("push", files, options.progress)
+            summary.moved(await _upload(workspace, dataset, beat, options, files, page_limit))
         new_head = await channel.finish(tip.head)
     await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, remote.url, new_head)
     summary.new_head = str(new_head)
@@ -118,7 +123,7 @@ async def _push_once(
 async def _upload(
     workspace: Workspace,
     dataset: DatasetRepository,
-    channel: PushChannel,
+    beat: KeepAlive,
     options: FlowOptions,
     files: list[ObjectFile],
     page_limit: int,
@@ -126,7 +131,8 @@ async def _upload(
     store = workspace.local_store
 
     async def send(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
-        path: Path = store.path_of(dataset.object_key(object_ref(item)))
+        path: Path = store.path_of(dataset.object_key(item.ref()))
         return await upload(http, request, item.physical_hash, path, meter.add_bytes, limiter=options.limiter)
 
-    return await move_objects(options, channel, "push", files, page_limit, send)
+    assert beat.meter is not None
+    return await move_objects(options, beat.channel, beat.meter, files, page_limit, send)

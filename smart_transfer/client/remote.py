@@ -13,12 +13,15 @@ from smart_transfer.model import DatasetName, InvalidDatasetName
 
 #: A path segment of a server prefix (a reverse proxy's location): unreserved characters only.
 _PREFIX_SEGMENT = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*")
-_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
 
 
 def redact(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced, for messages."""
-    return _USERINFO.sub(r"\1***@", url)
+    """``url`` for messages: everything between ``://`` and the last ``@`` (where credentials would
+    be, whatever characters they contain) replaced by ``***``."""
+    scheme, separator, rest = url.partition("://")
+    if not separator or "@" not in rest:
+        return url
+    return f"{scheme}://***@{rest.rpartition('@')[2]}"
 
 
 def _split(url: str) -> SplitResult:
@@ -26,8 +29,9 @@ def _split(url: str) -> SplitResult:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is what raises on a malformed one
-    except ValueError as exc:
-        raise InvalidUrl(f"not a valid URL: {shown!r} ({exc})") from None
+    except ValueError:
+        # the parser's own message may quote parts of the URL (a password): say only what is wrong
+        raise InvalidUrl(f"not a valid URL: {shown!r} (malformed host or port)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidUrl(f"not a dataset URL: {shown!r} (expected http(s)://HOST[:PORT]/DATASET)")
     if parts.username is not None or parts.password is not None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
 from smart_transfer.client.errors import (
     DivergedError,
@@ -28,8 +29,9 @@ from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.simple import SimpleTransport
 from smart_transfer.client.smart import SmartTransport
 from smart_transfer.client.transport import Transport
+from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
-from smart_transfer.repo import Workspace
+from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, TransferFailed
 from smart_transfer.transfer.ratelimit import RateLimiter
 
@@ -41,6 +43,21 @@ BUSY_ATTEMPTS = 6
 MAX_BUSY_DELAY = 30.0
 
 Operation = Callable[[Transport], Awaitable[TransferSummary]]
+
+
+@contextmanager
+def sdk_errors() -> Iterator[None]:
+    """The workspace's own errors as the SDK's exceptions (callers catch SmartTransferError)."""
+    try:
+        yield
+    except InvalidDatasetName as exc:
+        raise LocalError(ErrorCode.INVALID_DATASET_NAME, str(exc)) from None
+    except DatasetNotFound as exc:
+        raise LocalError(ErrorCode.DATASET_NOT_FOUND, f"{exc} in the workspace") from None
+    except HeadMoved as exc:
+        raise LocalError(ErrorCode.INVALID_HEAD, f"the local dataset changed meanwhile ({exc}); run it again") from None
+    except (ModelError, RepositoryError) as exc:
+        raise LocalError(ErrorCode.INTERNAL, f"the workspace is damaged: {exc}") from None
 
 
 class Client:

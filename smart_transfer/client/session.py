@@ -17,7 +17,7 @@ from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol.connection import Connection, PeerError
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.flows import Sender
-from smart_transfer.protocol.messages import Message, MetadataTarball
+from smart_transfer.protocol.messages import Message, MetadataTarball, Progress
 
 #: Largest frame the client accepts from the server (metadata tarballs of big chains).
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -126,6 +126,12 @@ class ClientSession:
             raise _peer_error(exc) from None
         except ProtocolError as exc:
             raise from_protocol(exc, remote=False, context="the server broke the protocol: ") from None
+
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
+        """A Progress message, when the table allows one now (keep-alives never break the order)."""
+        async with self.lock:
+            if "Progress" in self.connection.allowed(Sender.CLIENT):
+                await self.send(Progress(objects_done=objects_done, bytes_done=bytes_done))
 
     async def request(self, message: Message | MetadataTarball, *types: type[M]) -> M:
         """Send ``message`` and wait for its answer, holding the session lock."""

@@ -42,14 +42,19 @@ def status_error(url: str, status: int, body: bytes) -> RemoteError:
 
 
 async def in_parallel(items: Sequence[T], work: Callable[[T], Awaitable[None]], parallel: int) -> None:
-    """``work`` on every item, at most ``parallel`` at a time."""
+    """``work`` on every item, at most ``parallel`` at a time; the first failure cancels the rest."""
     semaphore = asyncio.Semaphore(parallel)
 
     async def one(item: T) -> None:
         async with semaphore:
             await work(item)
 
-    await asyncio.gather(*(one(item) for item in items))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for item in items:
+                group.create_task(one(item))
+    except BaseExceptionGroup as group_error:
+        raise group_error.exceptions[0] from None
 
 
 class RestClient:
@@ -102,10 +107,13 @@ class RestClient:
         return (await self.call("GET", f"{self.remote.url}/blocks/{block_hash}", (200,)))[1]
 
     def object_request(self, kind: str, object_hash: str, method: str) -> HttpRequest:
-        url = self.remote.object_url(kind, object_hash) + (
-            "" if self.redirect or method == "PUT" else "?redirect=false"
-        )
-        return HttpRequest(method="GET" if method == "GET" else "PUT", url=url, headers=self.headers, expires_at=0)
+        url = self.remote.object_url(kind, object_hash)
+        if method == "PUT":
+            # the server answers at once when it already holds the object (a re-run): no body is sent
+            headers = {**self.headers, "Expect": "100-continue"}
+            return HttpRequest(method="PUT", url=url, headers=headers, expires_at=0)
+        suffix = "" if self.redirect else "?redirect=false"
+        return HttpRequest(method="GET", url=url + suffix, headers=self.headers, expires_at=0)
 
     async def object_exists(self, item: ObjectFile) -> bool:
         url = self.remote.object_url(item.kind, item.physical_hash)
@@ -170,16 +178,15 @@ class SimplePush(PushChannel):
         return SIMPLE_PAGE_SIZE
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
-        answers: dict[str, HttpRequest | None] = {}
+        answers: dict[tuple[str, str], HttpRequest | None] = {}
 
         async def ask(item: ObjectFile) -> None:
             exists = await self.rest.object_exists(item)
-            answers[item.physical_hash] = (
-                None if exists else self.rest.object_request(item.kind, item.physical_hash, "PUT")
-            )
+            request = self.rest.object_request(item.kind, item.physical_hash, "PUT")
+            answers[(item.kind, item.physical_hash)] = None if exists else request
 
         await in_parallel(page, ask, self.parallel)
-        return [(item, answers[item.physical_hash]) for item in page]
+        return [(item, answers[(item.kind, item.physical_hash)]) for item in page]
 
     async def finish(self, new_head: Multihash) -> Multihash:
         precondition = {"If-Match": f'"{self.current}"'} if self.current is not None else {"If-None-Match": "*"}

@@ -30,7 +30,6 @@ from smart_transfer.protocol.messages import (
     HttpUpload,
     MetadataTarball,
     ObjectFile,
-    Progress,
     TransferPlan,
 )
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
@@ -75,8 +74,7 @@ class SmartPull(PullChannel):
         return [(t.object_file, t.download) for t in answer.object_transfers]
 
     async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
-        async with self.session.lock:
-            await self.session.send(Progress(objects_done=objects_done, bytes_done=bytes_done))
+        await self.session.keep_alive(objects_done, bytes_done)
 
     async def finish(self) -> None:
         async with self.session.lock:
@@ -113,8 +111,7 @@ class SmartPush(PushChannel):
         ]
 
     async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
-        async with self.session.lock:
-            await self.session.send(Progress(objects_done=objects_done, bytes_done=bytes_done))
+        await self.session.keep_alive(objects_done, bytes_done)
 
     async def finish(self, new_head: Multihash) -> Multihash:
         confirmed = await self.session.request(DatasetPushComplete(), DatasetPushCompleteConfirmed)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from smart_transfer.model import InvalidMultihash, Multihash
+from smart_transfer.model import InvalidMultihash, Multihash, ObjectKind, ObjectRef
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol.errors import ErrorCode
 
@@ -67,6 +67,15 @@ class ObjectFile(Message):
     md5: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{22}==$")
 
     _valid_hash = field_validator("physical_hash")(_check_hash)
+
+    @classmethod
+    def of(cls, ref: ObjectRef, md5: str | None = None) -> ObjectFile:
+        """The message form of an object reference."""
+        return cls(kind=ref.kind.value, physical_hash=str(ref.physical_hash), size=ref.size, md5=md5)
+
+    def ref(self) -> ObjectRef:
+        """The object reference this names (the hash was validated when the message was built)."""
+        return ObjectRef(ObjectKind(self.kind), Multihash.parse(self.physical_hash), self.size)
 
 
 class HttpRequest(Message):

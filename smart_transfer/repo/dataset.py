@@ -241,10 +241,10 @@ class DatasetRepository:
     ) -> ChainTip:
         """Store ``blocks`` (which extend ``base``, a block on the current chain or None for a new
         chain; skipped when ``blocks_stored``, i.e. the caller already wrote them with store_blocks)
-        and move head from ``expected_head`` to the last of them by compare-and-swap. Every referenced
-        object must already be in the store. Raises HeadMoved when head was not ``expected_head``;
-        then nothing visible changed."""
-        if not blocks:
+        and move head from ``expected_head`` to the last of them by compare-and-swap. With no blocks,
+        head moves back to ``base`` (a forced rewind). Every referenced object must already be in the
+        store. Raises HeadMoved when head was not ``expected_head``; then nothing visible changed."""
+        if not blocks and base is None:
             raise ValueError("nothing to commit")
         with self._lock:
             current = self._sync()
@@ -254,7 +254,7 @@ class DatasetRepository:
             validate_extension(base, ((b.hash, b.block) for b in blocks))
             if not blocks_stored:
                 self.store_blocks(blocks)
-            new_head = str(blocks[-1].hash).encode()
+            new_head = str(blocks[-1].hash if blocks else base.head).encode()  # type: ignore[union-attr]
             expected = str(expected_head).encode() if expected_head is not None else None
             if not self.store.compare_and_swap(head_key(self.name), expected, new_head):
                 now = self.head()

@@ -70,12 +70,6 @@ class RepositoryIndex:
         raw = self._db.get(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()))
         return None if raw is None else int(_SEQ.unpack(raw)[0])
 
-    def record_objects(self, dataset: DatasetName, objects: Iterable[tuple[ObjectKind, Multihash, int]]) -> None:
-        batch = WriteBatch(raw_mode=True)
-        for kind, object_hash, size in objects:
-            batch.put(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()), _SEQ.pack(size))
-        self._db.write(batch)
-
     def forget_objects(self, dataset: DatasetName, objects: Iterable[tuple[ObjectKind, Multihash]]) -> None:
         """Drop presence records (always safe: presence is a cache; the worst case is a re-upload)."""
         batch = WriteBatch(raw_mode=True)

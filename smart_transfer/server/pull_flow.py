@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from smart_transfer.model import Multihash, ObjectKind, ObjectRef
+from smart_transfer.model import Multihash
 from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError, TooManyObjectsDetails
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
@@ -25,10 +25,6 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.sync.plan import PullPlan, plan_pull
-
-
-def object_ref(item: ObjectFile) -> ObjectRef:
-    return ObjectRef(ObjectKind(item.kind), Multihash.parse(item.physical_hash), item.size)
 
 
 def check_page(items: list[ObjectFile], settings: ServerSettings) -> None:
@@ -83,7 +79,7 @@ def _presign_downloads(
 ) -> list[PullObjectTransfer]:
     transfers = []
     for item in items:
-        ref = object_ref(item)
+        ref = item.ref()
         # only objects of this dataset's committed chain: never a URL for an arbitrary key
         if not dataset.has_object(ref):
             raise ProtocolError(

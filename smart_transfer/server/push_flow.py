@@ -29,7 +29,7 @@ from smart_transfer.protocol.messages import (
     SkipUpload,
 )
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.server.pull_flow import check_page, object_ref
+from smart_transfer.server.pull_flow import check_page
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.storage import ObjectInfo
@@ -50,10 +50,8 @@ class PushState:
     bundle: Bundle = field(default_factory=Bundle)
     promised_md5: dict[ObjectKey, str] = field(default_factory=dict)
     listing: dict[str, ObjectInfo] | None = None
-
-    @property
-    def required(self) -> dict[ObjectKey, ObjectRef]:
-        return {(r.kind, r.physical_hash): r for r in self.bundle.objects()}
+    #: Every object the bundle references, by kind and hash (computed once: pages look it up).
+    required: dict[ObjectKey, ObjectRef] = field(default_factory=dict)
 
 
 def _accept(dataset: DatasetRepository, request: DatasetPushRequest) -> tuple[PushState, DatasetPushRequestAccepted]:
@@ -73,6 +71,7 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
     bundle = bundle_from_tarball(data)
     state.base = attach(state.remote_tip, bundle.blocks, request.force_update_if_diverged, dataset.chain_tip_at)
     state.bundle = bundle
+    state.required = {(r.kind, r.physical_hash): r for r in bundle.objects()}
 
 
 def _negotiate(
@@ -81,7 +80,7 @@ def _negotiate(
     required = state.required
     transfers: list[PushObjectTransfer] = []
     for item in items:
-        ref = object_ref(item)
+        ref = item.ref()
         key = (ref.kind, ref.physical_hash)
         if required.get(key) != ref:
             raise ProtocolError(
@@ -111,7 +110,7 @@ def _negotiate(
 def _verify_and_commit(dataset: DatasetRepository, state: PushState, skipped_blocks: list[NewBlock]) -> ChainTip:
     """Check every required object, then CAS head (worker thread)."""
     dataset.ensure_blocks_stored(skipped_blocks)
-    verify_uploads(dataset, state.bundle.objects(), state.promised_md5)
+    verify_uploads(dataset, list(state.required.values()), state.promised_md5)
     if not state.bundle.blocks:
         if state.remote_tip is None:
             raise ProtocolError(ErrorCode.INVALID_BLOCKS, "nothing to commit to a dataset that does not exist")
@@ -121,7 +120,9 @@ def _verify_and_commit(dataset: DatasetRepository, state: PushState, skipped_blo
 
 
 async def _with_keep_alive(session: ServerSession, work: Awaitable[T], interval: float) -> T:
-    """Await ``work`` while telling the client, every ``interval`` seconds, that the server is at it."""
+    """Await ``work`` while telling the client, every ``interval`` seconds, that the server is at it.
+    ``work`` is shielded: a commit in flight when the session times out finishes (or fails) before
+    the timeout is reported, so what the client is told is never contradicted by a later head move."""
 
     async def beat() -> None:
         while True:
@@ -129,8 +130,12 @@ async def _with_keep_alive(session: ServerSession, work: Awaitable[T], interval:
             await session.send(Progress(objects_done=0, bytes_done=0))
 
     beating = asyncio.create_task(beat())
+    working = asyncio.ensure_future(work)
     try:
-        return await work
+        return await asyncio.shield(working)
+    except asyncio.CancelledError:
+        await asyncio.wait([working])
+        raise
     finally:
         beating.cancel()
         with contextlib.suppress(asyncio.CancelledError):

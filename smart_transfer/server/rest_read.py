@@ -29,7 +29,6 @@ from smart_transfer.server.rest_common import (
     guard,
     object_kind,
 )
-from smart_transfer.sync.plan import require_tip
 
 router = APIRouter(tags=["simple protocol"], dependencies=[Depends(guard)])
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
@@ -57,7 +56,7 @@ async def run(function: Any, *args: Any) -> Any:
 
 
 def _describe(repo: DatasetRepository) -> DatasetInfo:
-    tip = require_tip(repo)
+    tip = repo.require_tip()
     totals = {kind: [0, 0] for kind in ObjectKind}
     for kind, _, size in repo.index.objects(repo.name):
         totals[kind][0] += 1
@@ -109,7 +108,7 @@ def _block(repo: DatasetRepository, wanted: Multihash) -> bytes:
     # content-addressed: cached bytes are valid whatever the head; sync only on a miss
     data = repo.index.block_bytes(repo.name, wanted)
     if data is None:
-        require_tip(repo)
+        repo.require_tip()
         data = repo.index.block_bytes(repo.name, wanted)
     if data is None:
         key = block_key(repo.name, wanted)
@@ -175,7 +174,7 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 def _object_size(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash) -> int:
     size = repo.index.object_size(repo.name, kind, wanted)
     if size is None:  # maybe committed by another server since: sync the head once and look again
-        require_tip(repo)
+        repo.require_tip()
         size = repo.index.object_size(repo.name, kind, wanted)
     if size is None:
         raise ProtocolError(ErrorCode.OBJECT_NOT_FOUND, f"no committed {kind.value} object {wanted} in {repo.name}")

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from smart_transfer.model import ModelError, Multihash, ObjectRef, decode_block
+from smart_transfer.model import ModelError, Multihash, ObjectKind, ObjectRef, decode_block
 from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.protocol.errors import (
     ErrorCode,
@@ -169,6 +169,19 @@ async def _receive_object(request: Request, temp: Path, wanted: Multihash, limit
     return digest
 
 
+def _already_held(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash, declared: str | None) -> bool:
+    """Whether the store holds this object, verified when it arrived (committed, or staged by a PUT
+    whose body this server hashed), with the declared size: content addressing makes it the same
+    bytes, so the body need not be read (a client sending ``Expect: 100-continue`` never sends it)."""
+    if declared is None or not declared.isdigit():
+        return False
+    ref = ObjectRef(kind, wanted, int(declared))
+    if not repo.has_object(ref) and repo.index.staged_md5(repo.name, kind, wanted) is None:
+        return False
+    info = repo.store.head(repo.object_key(ref))
+    return info is not None and info.size == ref.size
+
+
 def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: str) -> tuple[bool, bool]:
     """Store the verified body unless the same bytes are there; (created, visible)."""
     key = repo.object_key(ref)
@@ -205,6 +218,11 @@ async def write_object(
 ) -> Any:
     repo = dataset_of(state, dataset)
     object_type, wanted = object_kind(kind), Multihash.parse(object_hash)
+    declared = request.headers.get("content-length")
+    if await asyncio.to_thread(_already_held, repo, object_type, wanted, declared):
+        held = ObjectRef(object_type, wanted, int(declared or 0))
+        stored = StoredObject(hash=str(wanted), size=held.size, created=False, visible=repo.has_object(held))
+        return JSONResponse(stored.model_dump(), 200)
     temp = state.temp_path()
     try:
         digest = await _receive_object(request, temp, wanted, state.settings.max_object_bytes)

@@ -76,10 +76,6 @@ class ServerSettings:
                 "every dataset (give --tokens FILE, or --allow-anonymous if that is really what you want)"
             )
 
-    @property
-    def uses_s3(self) -> bool:
-        return self.s3_bucket is not None
-
     def base_url(self, port: int) -> str:
         """The URL clients reach this server at (``--public-url`` or the bound address)."""
         if self.public_url:
@@ -93,18 +89,20 @@ class ServerSettings:
 
     def open_store(self, port: int) -> ObjectStore:
         """The configured store: S3 when a bucket is given, else the embedded LocalStore."""
-        if self.s3_bucket is not None:
-            from smart_transfer.storage.s3 import S3Store  # boto3 is slow to import: only when used
+        embedded = self.embedded_store(port)
+        if embedded is not None:
+            return embedded
+        from smart_transfer.storage.s3 import S3Store  # boto3 is slow to import: only when used
 
-            return S3Store(
-                self.s3_bucket,
-                self.s3_prefix,
-                endpoint_url=self.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL"),
-                public_endpoint_url=self.s3_public_endpoint,
-                region=self.s3_region,
-                max_connections=self.s3_max_connections,
-            )
-        return LocalStore(self.root / "store", public_url=self.base_url(port))
+        assert self.s3_bucket is not None  # no embedded store means a bucket was given
+        return S3Store(
+            self.s3_bucket,
+            self.s3_prefix,
+            endpoint_url=self.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL"),
+            public_endpoint_url=self.s3_public_endpoint,
+            region=self.s3_region,
+            max_connections=self.s3_max_connections,
+        )
 
     def index_path(self, store: ObjectStore) -> Path:
         """The server's index lives on local disk, one per store so two buckets never share one."""

@@ -80,6 +80,21 @@ def attach(
     return base
 
 
+def rewind_to(dataset: DatasetRepository, current: ChainTip | None, target: Multihash, force: bool) -> ChainTip:
+    """The tip the chain had at ``target``, an older block of it, for moving head back: only with
+    force, since it drops the blocks after ``target`` (Diverged otherwise)."""
+    base = dataset.chain_tip_at(target)
+    if base is None or current is None:
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"block {target} is on no chain here")
+    if not force:
+        raise ProtocolError(
+            ErrorCode.DIVERGED,
+            f"head {current.head} is ahead of {target}; moving it back needs force",
+            DivergedDetails(remote_head=str(current.head)),
+        )
+    return base
+
+
 def known_blocks(dataset: DatasetRepository, tip: ChainTip | None) -> list[Multihash]:
     """The blocks a client offers as known (newest first): its head, its 64 predecessors, then blocks
     at power-of-two distances, then its Seed. Whoever holds the other chain finds the last common

@@ -24,7 +24,7 @@ from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
 from smart_transfer.storage.digest import digest_chunks
-from smart_transfer.sync.attach import attach, check_expected_head
+from smart_transfer.sync.attach import attach, check_expected_head, rewind_to
 from smart_transfer.sync.bundle import check_bundle
 
 #: How many failing objects an UploadInvalid error lists.
@@ -117,6 +117,10 @@ def commit_uploaded(
         walk = walk_chain(new_head, _uploaded_block(dataset), dataset.on_chain)
     except ModelError as exc:
         raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc)) from None
+    if not walk.blocks:  # the new head is an older block of the chain: only force moves head back
+        earlier = rewind_to(dataset, current, new_head, force)
+        return commit_chain(dataset, expected, earlier, [], {}, blocks_stored=True)
+    dataset.ensure_blocks_stored(walk.blocks)  # the index may remember blocks gc has since removed
     base = attach(current, walk.blocks, force, dataset.chain_tip_at)
     manifests = {}
     for ref in checkpoint_refs(walk.blocks):

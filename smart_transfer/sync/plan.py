@@ -26,14 +26,6 @@ class PullPlan:
         return sum(r.size for r in self.objects)
 
 
-def require_tip(dataset: DatasetRepository) -> ChainTip:
-    """The dataset's tip; DatasetNotFound when it has none."""
-    tip = dataset.tip()
-    if tip is None:
-        raise ProtocolError(ErrorCode.DATASET_NOT_FOUND, f"dataset {dataset.name} does not exist")
-    return tip
-
-
 def plan_pull(
     dataset: DatasetRepository,
     begin_after: Multihash | None,
@@ -44,7 +36,7 @@ def plan_pull(
     """Decide what a pull moves. ``begin_after`` is the client's head: when it is not on the chain the
     histories diverged (Diverged), unless forced: then the blocks after the last common block among
     ``known`` are sent (all of them when there is none)."""
-    tip = require_tip(dataset)
+    tip = dataset.require_tip()
     target = tip
     if stop_at is not None:
         found = dataset.chain_tip_at(stop_at)

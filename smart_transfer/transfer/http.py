@@ -85,6 +85,16 @@ def _typed_error(body: bytes) -> tuple[ErrorCode, str] | None:
         return None
 
 
+def _already_held(request: HttpRequest, status: int, answer: bytes) -> bool:
+    """A smart-transfer server's ``200 {"created": false}`` to a request that waited for 100-continue."""
+    if status != 200 or request.headers.get("Expect", "").lower() != "100-continue":
+        return False
+    try:
+        return orjson.loads(answer).get("created") is False
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+
+
 def _check_status(name: str, status: int, body: bytes) -> None:
     typed = _typed_error(body)
     if typed is not None and typed[0] not in RETRYABLE:
@@ -164,8 +174,11 @@ async def upload(
             headers = {**request.headers, "Content-Length": str(size)}
             body = source if limiter is None else throttled(source)
             async with session.put(request.url, data=body, headers=headers) as response:
-                if response.status != 200:
-                    _check_status(name, response.status, await response.read())
+                answer = await response.read()
+                if response.status not in (200, 202):
+                    _check_status(name, response.status, answer)
+        if _already_held(request, response.status, answer):
+            return 0  # the server had it and answered before the body was sent (Expect: 100-continue)
         on_bytes(size)
         return size
 

@@ -18,6 +18,14 @@ MAX_REFRESH_MARGIN = 30.0
 #: How often one object may be given a fresh URL before the transfer gives up.
 MAX_REFRESHES_PER_OBJECT = 5
 
+ObjectKey = tuple[str, str]
+
+
+def _key(item: ObjectFile) -> ObjectKey:
+    """Objects are told apart by kind and hash (a data and a checkpoint object may share bytes)."""
+    return (item.kind, item.physical_hash)
+
+
 Negotiate = Callable[[Sequence[ObjectFile]], Awaitable[list[tuple[ObjectFile, HttpRequest | None]]]]
 Work = Callable[[ObjectFile, HttpRequest], Awaitable[int]]
 
@@ -53,8 +61,8 @@ class ObjectMover:
         self.parallel = max(1, parallel)
         self.page_size = max(1, page_size)
         self.result = MoveResult()
-        self._urls: dict[str, _Url] = {}
-        self._pending: dict[str, ObjectFile] = {}
+        self._urls: dict[ObjectKey, _Url] = {}
+        self._pending: dict[ObjectKey, ObjectFile] = {}
         self._refresh_lock = asyncio.Lock()
 
     async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, HttpRequest | None]]:
@@ -62,28 +70,26 @@ class ObjectMover:
         now = time.time()
         for item, request in answers:
             if request is not None:
-                self._urls[item.physical_hash] = _Url(request, now)
+                self._urls[_key(item)] = _Url(request, now)
         return answers
 
     async def _refresh(self, item: ObjectFile, force: bool) -> HttpRequest:
         async with self._refresh_lock:
-            current = self._urls[item.physical_hash]
+            current = self._urls[_key(item)]
             now = time.time()
             if not force and not current.stale(now):
                 return current.request  # another task refreshed it meanwhile
             batch = [item] + [
-                other
-                for key, other in self._pending.items()
-                if key != item.physical_hash and self._urls[key].stale(now + 1.0)
+                other for key, other in self._pending.items() if key != _key(item) and self._urls[key].stale(now + 1.0)
             ]
             for start in range(0, len(batch), self.page_size):
                 answers = await self._ask(batch[start : start + self.page_size])
                 self.result.refreshed_urls += sum(1 for _, r in answers if r is not None)
-            return self._urls[item.physical_hash].request
+            return self._urls[_key(item)].request
 
     async def _one(self, item: ObjectFile, semaphore: asyncio.Semaphore) -> None:
         async with semaphore:
-            key = item.physical_hash
+            key = _key(item)
             self._pending.pop(key, None)
             request = self._urls[key].request
             for _ in range(MAX_REFRESHES_PER_OBJECT):
@@ -97,7 +103,7 @@ class ObjectMover:
                     return
                 except UrlExpired:
                     request = await self._refresh(item, force=True)
-            raise TransferFailed(key, "the store kept refusing fresh URLs")
+            raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs")
 
     async def move(self, objects: Sequence[ObjectFile]) -> MoveResult:
         """Move every object; raises the first TransferFailed after the others have stopped."""
@@ -110,7 +116,7 @@ class ObjectMover:
             work = [item for item, request in answers if request is not None]
             self.result.skipped += len(answers) - len(work)
             for item in work:
-                self._pending[item.physical_hash] = item
+                self._pending[_key(item)] = item
             if index + 1 < len(pages):
                 # negotiate the next page while this one moves
                 next_answer = asyncio.create_task(self._ask(pages[index + 1]))

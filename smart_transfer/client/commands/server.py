@@ -1,5 +1,5 @@
-"""``serve``, ``token`` and ``gc``: the server-side commands. Server modules are imported only when
-one of these runs, so client commands never pay for them."""
+"""``serve``, ``token`` and ``gc``: the server-side commands. Only the light settings module (the
+defaults ``--help`` shows) is imported up front; the app, uvicorn, auth and gc only when one runs."""
 
 from __future__ import annotations
 

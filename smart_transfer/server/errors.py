@@ -36,13 +36,14 @@ def as_protocol_error(exc: BaseException) -> ProtocolError:
         (InvalidDatasetName, ErrorCode.INVALID_DATASET_NAME),
         (InvalidMultihash, ErrorCode.INVALID_HASH),
         (StorageUnavailable, ErrorCode.STORAGE_UNAVAILABLE),
-        (DatasetNotFound, ErrorCode.DATASET_NOT_FOUND),
         (ObjectNotFound, ErrorCode.OBJECT_NOT_FOUND),
         (ModelError, ErrorCode.INVALID_REQUEST),
     ]
     for kind, code in simple:
         if isinstance(exc, kind):
             return ProtocolError(code, str(exc))
+    if isinstance(exc, DatasetNotFound):
+        return ProtocolError(ErrorCode.DATASET_NOT_FOUND, f"dataset {exc.name} does not exist")
     if isinstance(exc, AuthError):
         return ProtocolError(ErrorCode.UNAUTHORIZED if exc.status == 401 else ErrorCode.FORBIDDEN, str(exc))
     if isinstance(exc, Busy):

@@ -9,7 +9,17 @@ from smart_transfer.model.errors import (
     InvalidMultihash,
     ModelError,
 )
-from smart_transfer.model.events import AddData, Checkpoint, DataSlice, Event, OffsetInterval, Seed, SetInfo
+from smart_transfer.model.events import (
+    AddData,
+    Checkpoint,
+    DataField,
+    DataSlice,
+    Event,
+    OffsetInterval,
+    Seed,
+    SetDataSchema,
+    SetInfo,
+)
 from smart_transfer.model.multihash import SHA2_256, SHA3_256, Multihash
 from smart_transfer.model.names import DatasetName
 
@@ -20,6 +30,7 @@ __all__ = [
     "ChainRuleViolation",
     "ChainTip",
     "Checkpoint",
+    "DataField",
     "DataSlice",
     "DatasetName",
     "Event",
@@ -31,6 +42,7 @@ __all__ = [
     "Multihash",
     "OffsetInterval",
     "Seed",
+    "SetDataSchema",
     "SetInfo",
     "decode_block",
     "validate_chain",

@@ -16,6 +16,7 @@ import smart_transfer
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 from smart_transfer.client.progress import ProgressBar
 from smart_transfer.client.sdk import PROTOCOLS, Client, DivergedError, RemoteError, TransferSummary
+from smart_transfer.ingest.command import register as register_ingest
 from smart_transfer.model import AddData, DataSlice, ModelError, OffsetInterval, decode_block
 from smart_transfer.protocol.errors import REJECTIONS
 from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
@@ -188,38 +189,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     return _run_transfer(args, "push")
-
-
-def cmd_ingest(args: argparse.Namespace) -> int:
-    from smart_transfer.ingest.job import IngestError, ingest
-    from smart_transfer.ingest.spark import SparkUnavailable, spark_session
-
-    key = [c.strip() for c in args.primary_key.split(",") if c.strip()] if args.primary_key else []
-    if not Path(args.input).exists():
-        raise CliError(f"no such input: {args.input}")
-    with _workspace(args) as workspace:
-        dataset = workspace.dataset(args.dataset)  # validates the name before Spark starts
-        try:
-            spark = spark_session(args.master)
-            try:
-                result = ingest(
-                    workspace, dataset.name, Path(args.input), spark=spark, fmt=args.format, primary_key=key
-                )
-            finally:
-                spark.stop()
-        except (IngestError, SparkUnavailable) as exc:
-            raise CliError(str(exc)) from None
-    if args.json:
-        sys.stdout.write(orjson.dumps(result.to_dict()).decode() + "\n")
-    elif result.rows_added == 0:
-        print(f"{result.dataset}: nothing new in {args.input} ({result.rows_read} row(s) read); dataset unchanged")
-    else:
-        print(
-            f"{result.dataset}: added {result.rows_added} of {result.rows_read} row(s) as slice {result.data_slice}; "
-            f"checkpoint stored {result.checkpoint_files_stored} new file(s) ({result.checkpoint_bytes_stored} bytes); "
-            f"head {result.head}"
-        )
-    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -533,26 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
     gc.set_defaults(handler=cmd_gc)
 
-    ingest = commands.add_parser(
-        "ingest",
-        help="ingest CSV, JSON or Parquet into a dataset with Spark",
-        formatter_class=defaults,
-        description="Spark reads the input and appends the new rows as one Parquet data slice with a continuing "
-        "'offset' column, plus a RocksDB checkpoint of what was ingested: with --primary-key, unchanged rows are "
-        "skipped and changed rows appended as new versions; without, the same input file is a no-op. "
-        "Runs in local mode by default; --master spark://HOST:7077 (or yarn, k8s://...) runs the same job "
-        "on a cluster.",
-    )
-    ingest.add_argument("dataset", metavar="DATASET")
-    ingest.add_argument("--input", required=True, help="a file or a directory of files")
-    ingest.add_argument(
-        "--format", choices=("csv", "json", "parquet"), default=None, help="default: from the file name"
-    )
-    ingest.add_argument("--primary-key", default=None, metavar="COL[,COL]", help="columns identifying a row")
-    ingest.add_argument("--master", default="local[2]", help="Spark master URL")
-    ingest.add_argument("--json", action="store_true", help="print one JSON summary object")
-    _add_workspace_option(ingest)
-    ingest.set_defaults(handler=cmd_ingest)
+    register_ingest(commands)
 
     pull = commands.add_parser(
         "pull",

@@ -83,13 +83,10 @@ def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
     """Every input read and checked against the expected columns; returns them one after the other
     (not yet persisted) and the columns in the dataset's order."""
     expected, source = _expected(spec, spark)
-    # CSV and JSON are read with the types the user gave or the dataset recorded (Parquet has its own)
-    text_types = spec.user_schema
-    if text_types is None and spec.recorded is not None:
-        text_types = struct_of(spec.recorded)
+    recorded = struct_of(spec.recorded) if spec.recorded is not None else None
     frames = []
     for item in spec.inputs:
-        frame = read_input(spark, item, spec.user_schema if item.fmt == "parquet" else text_types)
+        frame = read_input(spark, item, spec.user_schema, recorded)
         data = StructType([f for f in frame.schema.fields if not f.name.startswith(INTERNAL_PREFIX)])
         columns = fields_of(spark, data)
         if expected is None:

@@ -90,18 +90,32 @@ def _json_key_order(spark: Any, item: Input) -> list[str]:
     return [row["key"] for row in found]
 
 
-def _read_json(spark: Any, item: Input, types: StructType | None) -> Any:
+def _json_schema(spark: Any, item: Input, order: list[str], recorded: StructType | None) -> StructType:
+    """Types as Spark infers them over the whole input, columns in first-appearance order. Against a
+    recorded schema, a column null (or absent) in every record takes the recorded type; any other
+    column keeps its inferred type, so a mismatch shows in the schema check."""
+    options = {**JSON_OPTIONS, "dropFieldIfAllNull": "true" if recorded is not None else "false"}
+    inferred = {f.name: f for f in spark.read.options(**options).json(item.uri).schema.fields if f.name != CORRUPT}
+    if recorded is None:
+        return StructType([inferred[name] for name in order if name in inferred])
+    known = {f.name for f in recorded.fields}
+    fields = [inferred.get(f.name, f) for f in recorded.fields]
+    return StructType(
+        fields + [inferred.get(name, StructField(name, StringType())) for name in order if name not in known]
+    )
+
+
+def _read_json(spark: Any, item: Input, given: StructType | None, recorded: StructType | None) -> Any:
     order = _json_key_order(spark, item)
     if not order:
         raise IngestError(f"{item.path}: empty input (no records)")
-    if types is None:
-        inferred = spark.read.options(**JSON_OPTIONS).json(item.uri).schema
-        by_name = {f.name: f for f in inferred.fields if f.name != CORRUPT}
-        types = StructType([by_name[name] for name in order if name in by_name])
-    else:
-        extra = [name for name in order if name not in types.fieldNames()]
+    if given is None:
+        types = _json_schema(spark, item, order, recorded)
+    else:  # the user's types: Spark converts each value to them (a value that does not fit is malformed)
+        extra = [name for name in order if name not in given.fieldNames()]
         if extra:
             raise IngestError(f"{item.path}: column(s) {', '.join(extra[:10])} not in the schema")
+        types = given
     schema = StructType([*types.fields, StructField(CORRUPT, StringType())])
     return spark.read.options(**JSON_OPTIONS).schema(schema).json(item.uri)
 
@@ -112,16 +126,17 @@ def _read_parquet(spark: Any, item: Input, types: StructType | None) -> Any:
     return frame.select("*", F.lit(None).cast("string").alias(CORRUPT))
 
 
-def read_input(spark: Any, item: Input, types: StructType | None) -> Any:
+def read_input(spark: Any, item: Input, given: StructType | None, recorded: StructType | None) -> Any:
     """One input as a DataFrame: its columns, the corrupt-record column, and where each row comes from.
-    ``types``: the schema to read CSV and JSON with (None: text / inferred); Parquet keeps its own
-    unless the user gave one."""
+    ``given``: the user's schema; ``recorded``: the dataset's. CSV is read with either (else as text),
+    JSON with the given one (else inferred, see :func:`_json_schema`), Parquet with the given one (else
+    its own)."""
     if item.fmt == "csv":
-        frame = _read_csv(spark, item, types)
+        frame = _read_csv(spark, item, given if given is not None else recorded)
     elif item.fmt == "json":
-        frame = _read_json(spark, item, types)
+        frame = _read_json(spark, item, given, recorded)
     else:
-        frame = _read_parquet(spark, item, types)
+        frame = _read_parquet(spark, item, given)
     where = frame.metadataColumn("_metadata")
     data = [c for c in frame.columns if c != CORRUPT]
     bad = [c for c in data if c == OFFSET_COLUMN or c.startswith(INTERNAL_PREFIX)]

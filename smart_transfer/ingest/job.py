@@ -15,7 +15,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.types import StructType
 
-from smart_transfer.ingest.dedup import IS_NEW, changes, latest, read_mirror, with_identity
+from smart_transfer.ingest.dedup import IS_NEW, KEY_HASH, changes, latest, read_mirror, with_identity
 from smart_transfer.ingest.errors import IngestError
 from smart_transfer.ingest.inputs import Input
 from smart_transfer.ingest.parquet import normalize
@@ -23,7 +23,7 @@ from smart_transfer.ingest.positions import POSITION, number, split_table, take_
 from smart_transfer.ingest.schema import difference, fields_of, schema_event, struct_of
 from smart_transfer.ingest.sources import CORRUPT, INTERNAL_PREFIX, OFFSET_COLUMN, column, read_input, union
 from smart_transfer.ingest.state import IngestState, depth_for
-from smart_transfer.ingest.state_writer import assemble, assemble_sources, entries, write_buckets
+from smart_transfer.ingest.state_writer import assemble, assemble_sources, bucket_of, entries, write_buckets
 from smart_transfer.model import DataField
 
 #: Spark keeps the parsed input and the rows to add here between the job's passes (spilling to disk).
@@ -121,12 +121,27 @@ def write_slice(numbered: Any, columns: Sequence[str], work: Path) -> Path:
     return target
 
 
-def _keyed(spark: Any, spec: JobSpec, placed: Any, columns: Sequence[str], cache: _Cache) -> tuple[int, Path | None]:
+def _buckets_in(frame: Any, depth: int) -> set[int]:
+    """Which buckets a frame's keys fall in (at most 2**depth small numbers reach the driver)."""
+    found = frame.select(bucket_of(F.col(KEY_HASH), depth).alias("bucket")).distinct().collect()
+    return {int(row["bucket"]) for row in found}
+
+
+def _mirror(spark: Any, spec: JobSpec, buckets: set[int] | None) -> Any:
+    """The previous checkpoint's entries of ``buckets`` (None: all), read from their mirror files."""
     previous, where = spec.previous, spec.previous_dir
-    mirror_files = [str(where / b.mirror) for b in previous.buckets.values()] if previous and where else []
-    before = read_mirror(spark, mirror_files)
-    current = latest(with_identity(placed, columns, spec.primary_key))
-    added = cache.keep(changes(current, before))
+    if previous is None or where is None:
+        return read_mirror(spark, [])
+    chosen = [f for b, f in sorted(previous.buckets.items()) if buckets is None or b in buckets]
+    return read_mirror(spark, [str(where / f.mirror) for f in chosen])
+
+
+def _keyed(spark: Any, spec: JobSpec, placed: Any, columns: Sequence[str], cache: _Cache) -> tuple[int, Path | None]:
+    previous = spec.previous
+    keyed = with_identity(placed, columns, spec.primary_key)
+    # only the buckets the input's keys fall in can hold what the input is compared with
+    touched = _buckets_in(keyed, previous.depth) if previous else set()
+    added = cache.keep(changes(latest(keyed), _mirror(spark, spec, touched)))
     totals = added.agg(F.count(F.lit(1)).alias("rows"), F.sum(F.col(IS_NEW).cast("long")).alias("new")).first()
     rows_added, new_keys = int(totals["rows"]), int(totals["new"] or 0)
     if rows_added == 0:
@@ -135,10 +150,11 @@ def _keyed(spark: Any, spec: JobSpec, placed: Any, columns: Sequence[str], cache
     write_slice(numbered, columns, spec.work)
     depth = depth_for((previous.keys if previous else 0) + new_keys)
     depth = max(depth, previous.depth) if previous else depth
-    rewrite_all = previous is None or previous.depth != depth
+    # the same layout: rewrite the buckets rows were added to; a deeper one: rewrite every bucket
+    rewritten = _buckets_in(added, depth) if previous and previous.depth == depth else None
     buckets = spec.work / "buckets"
     buckets.mkdir()
-    written = write_buckets(entries(before, numbered, depth, rewrite_all=rewrite_all), buckets, depth)
+    written = write_buckets(entries(_mirror(spark, spec, rewritten), numbered, depth), buckets, depth)
     checkpoint = spec.work / "checkpoint"
     assemble(previous, spec.previous_dir, written, IngestState(spec.primary_key, depth), buckets, checkpoint)
     return rows_added, checkpoint

@@ -46,15 +46,12 @@ def bucket_of(key_hash: Any, depth: int) -> Any:
     return F.shiftrightunsigned(key_hash, 32 - depth) if depth else F.lit(0).cast("long")
 
 
-def entries(previous: Any, added: Any, depth: int, *, rewrite_all: bool) -> Any:
-    """Every entry of the buckets to write: the added rows' keys plus the previous entries of the
-    same buckets (all buckets when ``rewrite_all``) that were not replaced."""
+def entries(previous: Any, added: Any, depth: int) -> Any:
+    """Every entry of the buckets to write: the added rows' keys plus the ``previous`` entries (of
+    those buckets) that they do not replace."""
     new = added.select(KEY, KEY_HASH, OFFSET_COLUMN, ROW_HASH).withColumn(BUCKET, bucket_of(F.col(KEY_HASH), depth))
     old = previous.withColumn(KEY_HASH, F.crc32(F.col(KEY)))
-    old = old.withColumn(BUCKET, bucket_of(F.col(KEY_HASH), depth))
-    if not rewrite_all:
-        old = old.join(F.broadcast(new.select(BUCKET).distinct()), BUCKET, "left_semi")
-    kept = old.join(new.select(KEY), KEY, "left_anti")
+    kept = old.withColumn(BUCKET, bucket_of(F.col(KEY_HASH), depth)).join(new.select(KEY), KEY, "left_anti")
     return kept.select(KEY, KEY_HASH, OFFSET_COLUMN, ROW_HASH, BUCKET).unionByName(new)
 
 

@@ -35,8 +35,11 @@ def quoted(text: str) -> str:
 
 
 def _clean(message: str) -> str:
-    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
-    return _SQLSTATE.sub("", _CONDITION.sub("", first)).strip()
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    first = _SQLSTATE.sub("", _CONDITION.sub("", lines[0] if lines else "")).strip()
+    # Spark's header check says what differs on a later line
+    detail = next((line for line in lines[1:] if line.startswith("Expected:")), None)
+    return f"{first} {detail}" if detail else first
 
 
 def _messages(exc: BaseException) -> list[str]:

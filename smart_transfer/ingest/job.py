@@ -110,8 +110,9 @@ def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
 def write_slice(numbered: Any, columns: Sequence[str], work: Path) -> Path:
     """The numbered rows as one Parquet file in offset order, rewritten deterministically."""
     spark_dir = work / "slice-spark"
-    output = numbered.select(OFFSET_COLUMN, *[column(c) for c in columns]).orderBy(OFFSET_COLUMN)
-    output.coalesce(1).write.parquet(str(spark_dir))
+    # one file, so one task writes it: sort inside that task (spilling as needed), no range sampling
+    output = numbered.select(OFFSET_COLUMN, *[column(c) for c in columns]).repartition(1)
+    output.sortWithinPartitions(OFFSET_COLUMN).write.parquet(str(spark_dir))
     written = next(spark_dir.glob("part-*.parquet"), None)
     if written is None:
         raise IngestError("Spark wrote no data file")

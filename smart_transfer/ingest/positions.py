@@ -49,18 +49,21 @@ def split_table(frame: Any) -> Any:
 
 
 def take_census(frame: Any, splits: Any, inputs: Sequence[Input]) -> Census:
-    """Count records per input; an empty input or a malformed record is an IngestError naming it."""
-    counts = {row[INPUT]: row["rows"] for row in splits.groupBy(INPUT).agg(F.sum("rows").alias("rows")).collect()}
+    """Count records per input; an empty input or a malformed record is an IngestError naming it.
+    One line per split reaches the driver (a few per file), never a row."""
+    table = splits.orderBy(*SEGMENT).collect()
+    counts: dict[int, int] = {}
+    for split in table:
+        counts[split[INPUT]] = counts.get(split[INPUT], 0) + split["rows"]
     for item in inputs:
         if not counts.get(item.index):
             raise IngestError(f"{item.path}: empty input (no records)")
-    bad = splits.filter(F.col("first_bad").isNotNull()).orderBy(*SEGMENT).limit(1).collect()
-    if bad:
-        split = bad[0]
-        located = (F.col(INPUT) == split[INPUT]) & (F.col(FILE) == split[FILE]) & (F.col(ROW) == split["first_bad"])
+    bad = next((split for split in table if split["first_bad"] is not None), None)
+    if bad is not None:
+        located = (F.col(INPUT) == bad[INPUT]) & (F.col(FILE) == bad[FILE]) & (F.col(ROW) == bad["first_bad"])
         text = frame.filter(located).select(CORRUPT).first()[0]
-        record = split["file_base"] + split["first_bad"] - split["first_row"] + 1
-        raise IngestError(f"{display_path(split[FILE])}: record {record} is malformed: {quoted(text)}")
+        record = bad["file_base"] + bad["first_bad"] - bad["first_row"] + 1
+        raise IngestError(f"{display_path(bad[FILE])}: record {record} is malformed: {quoted(text)}")
     return Census(counts)
 
 

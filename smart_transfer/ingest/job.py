@@ -17,17 +17,20 @@ from pyspark.sql.types import StructType
 
 from smart_transfer.ingest.dedup import IS_NEW, KEY_HASH, changes, latest, read_mirror, with_identity
 from smart_transfer.ingest.errors import IngestError
-from smart_transfer.ingest.inputs import Input
+from smart_transfer.ingest.inputs import Input, local_files
 from smart_transfer.ingest.parquet import normalize
 from smart_transfer.ingest.positions import POSITION, number, split_table, take_census, with_position
 from smart_transfer.ingest.schema import difference, fields_of, schema_event, struct_of
-from smart_transfer.ingest.sources import CORRUPT, INTERNAL_PREFIX, OFFSET_COLUMN, column, read_input, union
+from smart_transfer.ingest.sources import CORRUPT, INTERNAL_PREFIX, OFFSET_COLUMN, ROW, column, read_input, union
 from smart_transfer.ingest.state import IngestState, depth_for
 from smart_transfer.ingest.state_writer import assemble, assemble_sources, bucket_of, entries, write_buckets
 from smart_transfer.model import DataField
 
-#: Spark keeps the parsed input and the rows to add here between the job's passes (spilling to disk).
-CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK
+#: Where Spark keeps the parsed input and the rows to add between the job's passes. On disk only: a
+#: block read back from disk into memory is allocated whole, and a large one exhausts a default heap.
+CACHE_LEVEL = StorageLevel.DISK_ONLY
+#: Input bytes per partition the parsed rows are spread over (when Spark's own read gives fewer).
+INPUT_PARTITION_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,19 @@ def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
         raise IngestError(f"primary key column(s) {', '.join(missing)} not in the input (columns: {', '.join(names)})")
     if spec.recorded is None:
         schema_event(expected)  # fails now, before any work, if it could not be recorded
-    return union(frames, names), expected
+    return spread(spark, union(frames, names), spec.inputs), expected
+
+
+def spread(spark: Any, frame: Any, inputs: Sequence[Input]) -> Any:
+    """Spread the rows over enough partitions before anything else runs on them: Spark reads a CSV
+    file (multi-line records) in one task, and 5M rows in one partition would be hashed in one task
+    and cached as one block larger than a default heap. Rows keep where they came from (columns)."""
+    sizes = [local_files(item.path) for item in inputs]
+    total = sum(f.stat().st_size for files in sizes if files for f in files)
+    wanted = max(spark.sparkContext.defaultParallelism, -(-total // INPUT_PARTITION_BYTES))
+    if frame.rdd.getNumPartitions() >= wanted:
+        return frame
+    return frame.repartition(wanted, F.col(ROW))
 
 
 def write_slice(numbered: Any, columns: Sequence[str], work: Path) -> Path:
@@ -147,12 +162,13 @@ def _keyed(spark: Any, spec: JobSpec, placed: Any, columns: Sequence[str], cache
     rows_added, new_keys = int(totals["rows"]), int(totals["new"] or 0)
     if rows_added == 0:
         return 0, None
-    numbered = number(added, spec.next_offset)
+    numbered = cache.keep(number(added, spec.next_offset))
     write_slice(numbered, columns, spec.work)
+    added.unpersist()  # numbered holds what is still needed
     depth = depth_for((previous.keys if previous else 0) + new_keys)
     depth = max(depth, previous.depth) if previous else depth
     # the same layout: rewrite the buckets rows were added to; a deeper one: rewrite every bucket
-    rewritten = _buckets_in(added, depth) if previous and previous.depth == depth else None
+    rewritten = _buckets_in(numbered, depth) if previous and previous.depth == depth else None
     buckets = spec.work / "buckets"
     buckets.mkdir()
     written = write_buckets(entries(_mirror(spark, spec, rewritten), numbered, depth), buckets, depth)

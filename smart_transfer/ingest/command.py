@@ -5,6 +5,7 @@ Spark until it runs, so the rest of the CLI works without the ``spark`` extra.""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,24 @@ def _report(result: Any, as_json: bool) -> None:
     )
 
 
+def _stop(spark: Any) -> None:
+    """Stop the session; a JVM that already died has nothing left to stop."""
+    with contextlib.suppress(Exception):
+        spark.stop()
+
+
+def _why_it_died(log: Path | None, message: str) -> str:
+    """Spark reports a JVM that ran out of memory as a stopped context; its log says why."""
+    if log is None or not log.exists():
+        return message
+    with log.open(errors="replace") as handle:
+        if any("java.lang.OutOfMemoryError" in line for line in handle):
+            return (
+                "Spark ran out of memory (java.lang.OutOfMemoryError); give it more, e.g. --conf spark.driver.memory=4g"
+            )
+    return message
+
+
 def run_command(args: argparse.Namespace) -> int:
     """The ``ingest`` handler: every failure is a CliError (one line, exit 1)."""
     from smart_transfer.ingest.api import ingest
@@ -120,9 +139,9 @@ def run_command(args: argparse.Namespace) -> int:
                     schema=args.schema,
                 )
             finally:
-                spark.stop()
+                _stop(spark)
         except (IngestError, SparkUnavailable) as exc:
-            raise CliError(str(exc)) from None
+            raise CliError(_why_it_died(log, str(exc))) from None
         finally:
             if log is not None:
                 log.unlink(missing_ok=True)

@@ -57,14 +57,19 @@ def _messages(exc: BaseException) -> list[str]:
     return out
 
 
+def innermost_reason(exc: BaseException) -> str:
+    """The innermost Java (or Python) message behind ``exc``, on one line and bounded."""
+    reasons = [_clean(text) for text in _messages(exc)]
+    reasons = [r for r in reasons if r and not r.startswith("Encountered error while reading file")]
+    reason = reasons[-1] if reasons else type(exc).__name__
+    return reason if len(reason) <= 2 * MAX_QUOTED else reason[: 2 * MAX_QUOTED] + "..."
+
+
 def spark_failure(exc: BaseException) -> IngestError:
     """One line for an exception Spark raised: the file it names, if any, and the innermost reason."""
     messages = _messages(exc)
     found = next((m for m in (_FILE.search(text) for text in messages) if m is not None), None)
-    reasons = [_clean(text) for text in messages]
-    reasons = [r for r in reasons if r and not r.startswith("Encountered error while reading file")]
-    reason = reasons[-1] if reasons else type(exc).__name__
-    reason = reason if len(reason) <= 2 * MAX_QUOTED else reason[: 2 * MAX_QUOTED] + "..."
+    reason = innermost_reason(exc)
     if found is None:
         return IngestError(f"Spark failed: {reason}")
     path = display_path(found.group(1))

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from smart_transfer.ingest.errors import innermost_reason
+
 #: The default master: two local cores (the machines this project targets have two).
 DEFAULT_MASTER = "local[2]"
 #: Shuffle partitions of the CLI's session (adaptive execution merges small ones).
@@ -67,9 +69,8 @@ def spark_session(
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
-    except Exception as exc:  # Java missing, port trouble: py4j raises plain exceptions
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SparkUnavailable(f"Spark did not start: {first}") from None
+    except Exception as exc:  # Java missing, port trouble, too little memory: py4j raises plain exceptions
+        raise SparkUnavailable(f"Spark did not start: {innermost_reason(exc)}") from None
     session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return session
 
@@ -82,8 +83,10 @@ def jvm_output(verbose: bool) -> Iterator[Path | None]:
     if verbose:
         yield None
         return
-    # py4j reports a JVM going away through Python logging; the one-line error says enough
+    # py4j and pyspark report a JVM going away through Python logging (some of it on the root
+    # logger); the one-line error says enough
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().setLevel(logging.CRITICAL)
     handle, name = tempfile.mkstemp(prefix="smart-transfer-spark-", suffix=".log")
     sys.stdout.flush()
     sys.stderr.flush()

@@ -376,15 +376,13 @@ class Bench:
 @dataclass
 class MeasuredRun:
     seconds: float
-    driver_peak_kib: int
-    jvm_peak_kib: int
+    peaks_kib: dict[str, int]
     summary: dict[str, Any]
 
     def row(self) -> dict[str, Any]:
         return {
             "seconds": round(self.seconds, 1),
-            "driver_peak_rss_mib": round(self.driver_peak_kib / 1024),
-            "jvm_peak_rss_mib": round(self.jvm_peak_kib / 1024),
+            **{f"{name}_peak_rss_mib": round(kib / 1024) for name, kib in self.peaks_kib.items()},
             "rows_read": self.summary.get("rows_read"),
             "rows_added": self.summary.get("rows_added"),
         }
@@ -408,17 +406,31 @@ def _descendants(pid: int) -> list[int]:
     return children + [d for c in children for d in _descendants(c)]
 
 
+def _is_java(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 def measured_cli(args: list[str], env: dict[str, str]) -> MeasuredRun:
-    """Run the CLI, sampling every 50 ms the RSS of its own (driver) process and of the processes it
-    started (the JVM, which in local mode also runs the executors' tasks)."""
+    """Run the CLI, sampling every 50 ms the RSS of its own process (the driver: what a collect()
+    would fill), of the JVM it starts (which in local mode also runs the executors' tasks, within
+    its heap), and of the Python workers the JVM forks (the checkpoint buckets' writers)."""
     started = time.perf_counter()
     process = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peaks = [0, 0]
+    peaks = {"driver": 0, "jvm": 0, "python_workers": 0}
 
     def sample() -> None:
         while process.poll() is None:
-            peaks[0] = max(peaks[0], _rss_kib(process.pid))
-            peaks[1] = max(peaks[1], sum(_rss_kib(c) for c in _descendants(process.pid)))
+            others = _descendants(process.pid)
+            now = {
+                "driver": _rss_kib(process.pid),
+                "jvm": sum(_rss_kib(p) for p in others if _is_java(p)),
+                "python_workers": sum(_rss_kib(p) for p in others if not _is_java(p)),
+            }
+            for name, value in now.items():
+                peaks[name] = max(peaks[name], value)
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -428,7 +440,7 @@ def measured_cli(args: list[str], env: dict[str, str]) -> MeasuredRun:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])} failed: {err[-2000:]}")
-    return MeasuredRun(elapsed, peaks[0], peaks[1], json.loads(out))
+    return MeasuredRun(elapsed, peaks, json.loads(out))
 
 
 def write_ingest_csv(path: Path, rows: int, step: int = 1, note: str = "") -> Path:

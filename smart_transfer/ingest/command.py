@@ -118,10 +118,12 @@ def run_command(args: argparse.Namespace) -> int:
     """The ``ingest`` handler: every failure is a CliError (one line, exit 1)."""
     from smart_transfer.ingest.api import ingest
     from smart_transfer.ingest.errors import IngestError
-    from smart_transfer.ingest.spark import SparkUnavailable, jvm_output, spark_session
+    from smart_transfer.ingest.spark import SparkUnavailable, jvm_output, quiet_python_logging, spark_session
 
     key = [c.strip() for c in args.primary_key.split(",") if c.strip()] if args.primary_key else []
     conf = _spark_conf(args.conf)
+    if not args.verbose:
+        quiet_python_logging()
     with Workspace(args.workspace or Workspace.default_root()) as workspace:
         dataset = workspace.dataset(args.dataset)  # validates the name before Spark starts
         log: Path | None = None

@@ -29,6 +29,8 @@ from smart_transfer.model import DataField
 #: Where Spark keeps the parsed input and the rows to add between the job's passes. On disk only: a
 #: block read back from disk into memory is allocated whole, and a large one exhausts a default heap.
 CACHE_LEVEL = StorageLevel.DISK_ONLY
+#: Row groups of the file Spark writes, which the driver then rewrites one at a time (see parquet.py).
+SPARK_ROW_GROUP_BYTES = 16 * 1024 * 1024
 #: Input bytes per partition the parsed rows are spread over (when Spark's own read gives fewer).
 INPUT_PARTITION_BYTES = 32 * 1024 * 1024
 
@@ -127,7 +129,8 @@ def write_slice(numbered: Any, columns: Sequence[str], work: Path) -> Path:
     spark_dir = work / "slice-spark"
     # one file, so one task writes it: sort inside that task (spilling as needed), no range sampling
     output = numbered.select(OFFSET_COLUMN, *[column(c) for c in columns]).repartition(1)
-    output.sortWithinPartitions(OFFSET_COLUMN).write.parquet(str(spark_dir))
+    writer = output.sortWithinPartitions(OFFSET_COLUMN).write.option("parquet.block.size", SPARK_ROW_GROUP_BYTES)
+    writer.parquet(str(spark_dir))
     written = next(spark_dir.glob("part-*.parquet"), None)
     if written is None:
         raise IngestError("Spark wrote no data file")

@@ -18,8 +18,10 @@ ROW_GROUP_ROWS = 131_072
 
 
 def normalize(source: Path, destination: Path, required: tuple[str, ...] = ("offset",)) -> None:
-    """Write ``source``'s rows to ``destination`` deterministically (snappy, statistics, dictionaries);
-    only the ``required`` columns are marked not null."""
+    """Write ``source``'s rows to ``destination`` deterministically (snappy, statistics, dictionaries),
+    in row groups of exactly ROW_GROUP_ROWS rows whatever ``source``'s were; only the ``required``
+    columns are marked not null. Reads one of ``source``'s row groups at a time (pyarrow's batch
+    reader over a whole file holds on to memory as it goes)."""
     reader = pq.ParquetFile(source)
     schema = pa.schema([f.with_nullable(f.name not in required) for f in reader.schema_arrow])
     with pq.ParquetWriter(
@@ -30,5 +32,12 @@ def normalize(source: Path, destination: Path, required: tuple[str, ...] = ("off
         write_statistics=True,
         use_dictionary=True,
     ) as writer:
-        for batch in reader.iter_batches(batch_size=ROW_GROUP_ROWS):
-            writer.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=schema), row_group_size=ROW_GROUP_ROWS)
+        pending = schema.empty_table()
+        for index in range(reader.num_row_groups):
+            group = reader.read_row_group(index)
+            pending = pa.concat_tables([pending, pa.Table.from_batches(group.to_batches(), schema=schema)])
+            while pending.num_rows >= ROW_GROUP_ROWS:
+                writer.write_table(pending.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                pending = pending.slice(ROW_GROUP_ROWS)
+        if pending.num_rows:
+            writer.write_table(pending, row_group_size=ROW_GROUP_ROWS)

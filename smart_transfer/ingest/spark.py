@@ -83,10 +83,6 @@ def jvm_output(verbose: bool) -> Iterator[Path | None]:
     if verbose:
         yield None
         return
-    # py4j and pyspark report a JVM going away through Python logging (some of it on the root
-    # logger); the one-line error says enough
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    logging.getLogger().setLevel(logging.CRITICAL)
     handle, name = tempfile.mkstemp(prefix="smart-transfer-spark-", suffix=".log")
     sys.stdout.flush()
     sys.stderr.flush()
@@ -102,6 +98,13 @@ def jvm_output(verbose: bool) -> Iterator[Path | None]:
     finally:
         for fd in (handle, *saved):
             os.close(fd)
+
+
+def quiet_python_logging() -> None:
+    """For a command-line process: py4j and pyspark report a JVM going away through Python logging
+    (some of it on the root logger); the command's one-line error says enough."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().setLevel(logging.CRITICAL)
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ from smart_transfer.model import DataField
 #: block read back from disk into memory is allocated whole, and a large one exhausts a default heap.
 CACHE_LEVEL = StorageLevel.DISK_ONLY
 #: Row groups of the file Spark writes, which the driver then rewrites one at a time (see parquet.py).
-SPARK_ROW_GROUP_BYTES = 16 * 1024 * 1024
+SPARK_ROW_GROUP_BYTES = 4 * 1024 * 1024
 #: Input bytes per partition the parsed rows are spread over (when Spark's own read gives fewer).
 INPUT_PARTITION_BYTES = 32 * 1024 * 1024
 

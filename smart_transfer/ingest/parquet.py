@@ -35,9 +35,11 @@ def normalize(source: Path, destination: Path, required: tuple[str, ...] = ("off
         pending = schema.empty_table()
         for index in range(reader.num_row_groups):
             group = reader.read_row_group(index)
-            pending = pa.concat_tables([pending, pa.Table.from_batches(group.to_batches(), schema=schema)])
+            pending = pa.concat_tables([pending, pa.Table.from_arrays(group.columns, schema=schema)])
             while pending.num_rows >= ROW_GROUP_ROWS:
                 writer.write_table(pending.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
                 pending = pending.slice(ROW_GROUP_ROWS)
+            del group
+            pa.default_memory_pool().release_unused()  # keep the driver's footprint at one row group
         if pending.num_rows:
             writer.write_table(pending, row_group_size=ROW_GROUP_ROWS)

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,11 @@ def jvm_output(verbose: bool) -> Iterator[Path | None]:
 
 def quiet_python_logging() -> None:
     """For a command-line process: py4j and pyspark report a JVM going away through Python logging
-    (some of it on the root logger); the command's one-line error says enough."""
+    (some of it on the root logger) and version advice through warnings; the command's one-line
+    error says enough."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     logging.getLogger().setLevel(logging.CRITICAL)
+    warnings.simplefilter("ignore")
 
 
 @contextlib.contextmanager

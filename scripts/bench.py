@@ -6,7 +6,10 @@ lower bound, s5cmd copying the same objects to/from the same bucket with the sam
 
 Cases: (a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move: an up-to-date
 pull, and a push resumed after an attempt that uploaded every object but died before committing;
-(d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3).
+(d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3);
+(i) Spark ingest of 1M and 5M CSV rows, key mode and append mode: wall time and the peak RSS of the
+driver (the CLI's Python process) and of its JVM, a 10-row change into the keyed dataset, and how many
+bytes a push moves after it compared with the first push. Run alone (--cases i) it needs no S3.
 
 Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios.
 Speed is measured here, never asserted in tests.
@@ -24,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,7 +104,30 @@ class Bench:
 
     # -- environment ---------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, with_s3: bool = True) -> None:
+        self.env = dict(os.environ)
+        self.s3_dir: Path | None = None
+        if with_s3:
+            self.start_s3()
+        self.server_log = (self.work / "server.log").open("w")
+        storage = (
+            ["--s3-endpoint", self.endpoint, "--s3-bucket", self.bucket, "--s3-prefix", "bench"] if with_s3 else []
+        )
+        self.server = subprocess.Popen(
+            [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(self.work / "server"), *storage],
+            stdout=subprocess.PIPE,
+            stderr=self.server_log,
+            text=True,
+            env=self.env,
+        )
+        assert self.server.stdout is not None
+        line = self.server.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
+        if not match:
+            raise RuntimeError(f"server did not start: {line}")
+        self.url = match.group(1)
+
+    def start_s3(self) -> None:
         self.s3_dir = self.work / "s3"
         port = free_port_pair()
         out = subprocess.run(
@@ -114,40 +141,12 @@ class Bench:
         self.env = {**os.environ, **found}
         self.endpoint = self.env["SMART_TRANSFER_TEST_S3_ENDPOINT"]
         self.bucket = self.env["SMART_TRANSFER_TEST_S3_BUCKET"]
-        self.server_log = (self.work / "server.log").open("w")
-        self.server = subprocess.Popen(
-            [
-                *CLI,
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--root",
-                str(self.work / "server"),
-                "--s3-endpoint",
-                self.endpoint,
-                "--s3-bucket",
-                self.bucket,
-                "--s3-prefix",
-                "bench",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self.server_log,
-            text=True,
-            env=self.env,
-        )
-        assert self.server.stdout is not None
-        line = self.server.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
-        if not match:
-            raise RuntimeError(f"server did not start: {line}")
-        self.url = match.group(1)
 
     def stop(self) -> None:
         self.server.terminate()
         self.server.wait(10)
-        subprocess.run(["bash", str(ROOT / "scripts" / "s3-local.sh"), "stop", str(self.s3_dir)], check=False)
+        if self.s3_dir is not None:
+            subprocess.run(["bash", str(ROOT / "scripts" / "s3-local.sh"), "stop", str(self.s3_dir)], check=False)
 
     def s5(self, *args: str) -> float:
         return timed([S5CMD, "--endpoint-url", self.endpoint, "--numworkers", str(PARALLEL), *args], self.env)[0]
@@ -332,6 +331,132 @@ class Bench:
         with urllib.request.urlopen(ours.presign("GET", "probe", 60, credentials)) as response:
             self.extra["e_signed_url_accepted"] = response.read() == b"ok"
 
+    def ingest_case(self, sizes: list[int]) -> None:
+        """Case (i). One run per size and mode (each ingest is minutes at 5M rows on 2 cores)."""
+        for rows in sizes:
+            print(f"case i: ingest {rows:,} CSV rows", flush=True)
+            source = write_ingest_csv(self.work / f"ingest-{rows}.csv", rows)
+            workspace = self.work / f"ingest-ws-{rows}"
+            for mode, key in (("key", ["--primary-key", "id"]), ("append", [])):
+                run = measured_cli(
+                    ["ingest", mode, "--input", str(source), *key, "--json", "--workspace", str(workspace)], self.env
+                )
+                self.record(f"i ingest {rows:,}", f"{mode} mode", run.seconds)
+                self.extra[f"i_{mode}_{rows}"] = run.row()
+            pushed = self.cli("push", "key", f"{self.url}/ingest-{rows}", "--json", "--workspace", str(workspace))[1]
+            change = write_ingest_csv(self.work / f"change-{rows}.csv", 10, step=rows // 10, note="changed")
+            run = measured_cli(
+                [
+                    "ingest",
+                    "key",
+                    "--input",
+                    str(change),
+                    "--primary-key",
+                    "id",
+                    "--json",
+                    "--workspace",
+                    str(workspace),
+                ],
+                self.env,
+            )
+            self.record(f"i ingest {rows:,}", "10-row change", run.seconds)
+            again = self.cli("push", "key", f"{self.url}/ingest-{rows}", "--json", "--workspace", str(workspace))[1]
+            self.extra[f"i_change_{rows}"] = {
+                **run.row(),
+                "first_push_bytes": pushed["bytes_transferred"],
+                "change_push_bytes": again["bytes_transferred"],
+                "change_push_fraction": round(again["bytes_transferred"] / pushed["bytes_transferred"], 4),
+            }
+            fraction = self.extra[f"i_change_{rows}"]["change_push_fraction"]
+            print(f"  push after a 10-row change: {fraction:.2%} of the first push's bytes", flush=True)
+            shutil.rmtree(workspace, ignore_errors=True)
+            source.unlink()
+
+
+@dataclass
+class MeasuredRun:
+    seconds: float
+    peaks_kib: dict[str, int]
+    summary: dict[str, Any]
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 1),
+            **{f"{name}_peak_rss_mib": round(kib / 1024) for name, kib in self.peaks_kib.items()},
+            "rows_read": self.summary.get("rows_read"),
+            "rows_added": self.summary.get("rows_added"),
+        }
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return children + [d for c in children for d in _descendants(c)]
+
+
+def _is_java(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def measured_cli(args: list[str], env: dict[str, str]) -> MeasuredRun:
+    """Run the CLI, sampling every 50 ms the RSS of its own process (the driver: what a collect()
+    would fill), of the JVM it starts (which in local mode also runs the executors' tasks, within
+    its heap), and of the Python workers the JVM forks (the checkpoint buckets' writers)."""
+    started = time.perf_counter()
+    process = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peaks = {"driver": 0, "jvm": 0, "python_workers": 0}
+
+    def sample() -> None:
+        while process.poll() is None:
+            others = _descendants(process.pid)
+            now = {
+                "driver": _rss_kib(process.pid),
+                "jvm": sum(_rss_kib(p) for p in others if _is_java(p)),
+                "python_workers": sum(_rss_kib(p) for p in others if not _is_java(p)),
+            }
+            for name, value in now.items():
+                peaks[name] = max(peaks[name], value)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate()
+    elapsed = time.perf_counter() - started
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:3])} failed: {err[-2000:]}")
+    return MeasuredRun(elapsed, peaks, json.loads(out))
+
+
+def write_ingest_csv(path: Path, rows: int, step: int = 1, note: str = "") -> Path:
+    """Order-like rows as Python's csv module writes them; every tenth note needs quoting."""
+    import csv
+    import random
+
+    generator = random.Random(rows)
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["id", "customer", "amount", "note"])
+        for i in range(0, rows * step, step):
+            text = note or ('says "hi", twice' if i % 10 == 0 else "plain")
+            writer.writerow([i, f"c{generator.randrange(100_000)}", generator.randrange(1, 1_000_000), text])
+    return path
+
 
 def machine() -> dict[str, Any]:
     import importlib.metadata as md
@@ -395,22 +520,27 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=16, help="objects of 64 MiB in case (b)")
     parser.add_argument("--chain", type=int, default=100_000, help="blocks in case (d)")
     parser.add_argument("--presign", type=int, default=20_000, help="URLs per run in case (e)")
-    parser.add_argument("--cases", default="e,a,c,b,d", help="which cases to run, in order")
+    parser.add_argument(
+        "--ingest-rows", default="1000000,5000000", help="CSV rows ingested in case (i), comma-separated sizes"
+    )
+    parser.add_argument("--cases", default="e,a,c,b,d,i", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
         bench = Bench(Path(work), args.reps, args.small)
-        bench.start()
+        selected = [name.strip() for name in args.cases.split(",")]
+        bench.start(with_s3=any(name != "i" for name in selected))
         cases: dict[str, Callable[[], None]] = {
             "e": lambda: bench.presigning(args.presign),
             "a": lambda: bench.transfer_case("a", "small", args.small, 4096),
             "c": lambda: bench.nothing_to_move("small"),
             "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
             "d": lambda: bench.long_chain(args.chain),
+            "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
         }
         try:
-            for name in args.cases.split(","):
-                cases[name.strip()]()
+            for name in selected:
+                cases[name]()
         finally:
             bench.stop()
     rows = [s.row() for s in bench.series.values()]

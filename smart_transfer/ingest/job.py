@@ -1,231 +1,209 @@
-"""The ingest job. Spark reads the input and writes the new rows as one Parquet data slice with a
-continuing ``offset`` column; a RocksDB database (the dataset's checkpoint) remembers what was
-ingested, so identical input adds nothing:
-
-- with a primary key: key -> (offset, row hash); new keys and changed rows are appended as new
-  versions, identical rows are skipped;
-- without one: the fingerprint (SHA-256) of each input file; the same file again is a no-op.
-
-Nothing becomes visible until the AddData block commits: the slice and checkpoint files are
-content-addressed objects (invisible until referenced), the state is changed in a scratch copy, and
-the workspace's checkpoint switches atomically after the commit.
-"""
+"""The Spark job of one ingest run: read the inputs, check their schema, number the rows in input
+order, keep the new and changed ones (key mode) or all (append mode), write them as one Parquet
+slice, and write the next checkpoint. The driver sees one line per split and per bucket, never a row
+or a key. It writes only into ``work``; :mod:`smart_transfer.ingest.api` commits the result."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
-import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
+from pyspark import StorageLevel
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+from pyspark.sql.types import StructType
 
-from smart_transfer.checkpoint.files import open_checkpoint, snapshot, store_checkpoint
-from smart_transfer.checkpoint.slot import CheckpointSlot
+from smart_transfer.ingest.dedup import IS_NEW, KEY_HASH, changes, latest, read_mirror, with_identity
+from smart_transfer.ingest.errors import IngestError
+from smart_transfer.ingest.inputs import Input, local_files
 from smart_transfer.ingest.parquet import normalize
-from smart_transfer.model import AddData, Checkpoint, DataSlice, ObjectRef, OffsetInterval
-from smart_transfer.repo import ObjectKind, Workspace
-from smart_transfer.storage.digest import digest_file
+from smart_transfer.ingest.positions import POSITION, number, split_table, take_census, with_position
+from smart_transfer.ingest.schema import difference, fields_of, schema_event, struct_of
+from smart_transfer.ingest.sources import CORRUPT, INTERNAL_PREFIX, OFFSET_COLUMN, ROW, column, read_input, union
+from smart_transfer.ingest.state import IngestState, depth_for
+from smart_transfer.ingest.state_writer import assemble, assemble_sources, bucket_of, entries, write_buckets
+from smart_transfer.model import DataField
 
-FORMATS = ("csv", "json", "parquet")
-OFFSET_COLUMN = "offset"
-_SOURCE = b"source:"
-_KEY = b"key:"
+#: Where Spark keeps the parsed input and the rows to add between the job's passes. On disk only: a
+#: block read back from disk into memory is allocated whole, and a large one exhausts a default heap.
+CACHE_LEVEL = StorageLevel.DISK_ONLY
+#: Row groups of the file Spark writes, which the driver then rewrites one at a time (see parquet.py).
+SPARK_ROW_GROUP_BYTES = 4 * 1024 * 1024
+#: Input bytes per partition the parsed rows are spread over (when Spark's own read gives fewer).
+INPUT_PARTITION_BYTES = 32 * 1024 * 1024
 
 
-class IngestError(Exception):
-    """Bad input or a failed job; the dataset is unchanged."""
+@dataclass(frozen=True)
+class JobSpec:
+    """What one run works on (everything the driver knows before Spark reads a row)."""
+
+    inputs: Sequence[Input]
+    primary_key: tuple[str, ...]
+    user_schema: Any  # StructType from --schema, or None
+    recorded: tuple[DataField, ...] | None  # the dataset's columns (offset left out), or None
+    previous: IngestState | None
+    previous_dir: Path | None
+    fingerprints: Sequence[bytes]  # append mode: inputs to remember
+    next_offset: int
+    work: Path
 
 
-@dataclass
-class IngestResult:
-    """What one ingest did."""
+@dataclass(frozen=True)
+class JobOutcome:
+    """What the job wrote into ``work`` (nothing is visible yet)."""
 
-    dataset: str
     rows_read: int
     rows_added: int
-    head: str | None
-    data_slice: str | None
-    checkpoint: str | None
-    checkpoint_files_stored: int
-    checkpoint_bytes_stored: int
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+    columns: tuple[DataField, ...]
+    slice_file: Path | None
+    checkpoint_dir: Path | None
 
 
-def detect_format(path: Path, given: str | None) -> str:
-    if given is not None:
-        if given not in FORMATS:
-            raise IngestError(f"unknown format {given!r}; use one of {', '.join(FORMATS)}")
-        return given
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix in ("csv", "parquet"):
-        return suffix
-    if suffix in ("json", "jsonl", "ndjson"):
-        return "json"
-    raise IngestError(f"cannot tell the format of {path.name}; give --format csv|json|parquet")
+class _Cache:
+    """Frames persisted during the job, released at its end (a caller's session lives on)."""
+
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+
+    def keep(self, frame: Any) -> Any:
+        self.frames.append(frame.persist(CACHE_LEVEL))
+        return frame
+
+    def release(self) -> None:
+        for frame in self.frames:
+            frame.unpersist()
 
 
-def _input_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
-        if files:
-            return files
-    raise IngestError(f"no such input: {path}")
+def _expected(spec: JobSpec, spark: Any) -> tuple[tuple[DataField, ...] | None, str]:
+    if spec.recorded is not None:
+        return spec.recorded, "the dataset's schema"
+    if spec.user_schema is not None:
+        return fields_of(spark, spec.user_schema), "--schema"
+    return None, ""
 
 
-def _fingerprint(files: Sequence[Path]) -> bytes:
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(digest_file(file).multihash.digest)
-    return digest.digest()
+def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
+    """Every input read and checked against the expected columns; returns them one after the other
+    (not yet persisted) and the columns in the dataset's order."""
+    expected, source = _expected(spec, spark)
+    recorded = struct_of(spec.recorded) if spec.recorded is not None else None
+    frames = []
+    for item in spec.inputs:
+        frame = read_input(spark, item, spec.user_schema, recorded)
+        data = StructType([f for f in frame.schema.fields if not f.name.startswith(INTERNAL_PREFIX)])
+        columns = fields_of(spark, data)
+        if expected is None:
+            expected, source = columns, f"the first input ({spec.inputs[0].path})"
+        problem = difference(expected, columns)
+        if problem is not None:
+            raise IngestError(f"{item.path}: does not match {source}: {problem}")
+        frames.append(frame)
+    assert expected is not None
+    # data columns are recorded nullable, as every slice writes them (see parquet.normalize)
+    expected = tuple(DataField(f.name, f.type, True) for f in expected)
+    names = [f.name for f in expected]
+    missing = [c for c in spec.primary_key if c not in names]
+    if missing:
+        raise IngestError(f"primary key column(s) {', '.join(missing)} not in the input (columns: {', '.join(names)})")
+    if spec.recorded is None:
+        schema_event(expected)  # fails now, before any work, if it could not be recorded
+    return spread(spark, union(frames, names), spec.inputs), expected
 
 
-def _read(spark: Any, path: Path, fmt: str) -> Any:
-    reader = spark.read.option("mode", "FAILFAST")
-    if fmt == "csv":
-        # every column as text: no type inference that could differ between runs or engines
-        return reader.option("header", True).option("enforceSchema", False).csv(str(path))
-    if fmt == "json":
-        return reader.json(str(path))
-    return spark.read.parquet(str(path))
+def spread(spark: Any, frame: Any, inputs: Sequence[Input]) -> Any:
+    """Spread the rows over enough partitions before anything else runs on them: Spark reads a CSV
+    file (multi-line records) in one task, and 5M rows in one partition would be hashed in one task
+    and cached as one block larger than a default heap. Rows keep where they came from (columns)."""
+    sizes = [local_files(item.path) for item in inputs]
+    total = sum(f.stat().st_size for files in sizes if files for f in files)
+    wanted = max(spark.sparkContext.defaultParallelism, -(-total // INPUT_PARTITION_BYTES))
+    if frame.rdd.getNumPartitions() >= wanted:
+        return frame
+    return frame.repartition(wanted, F.col(ROW))
 
 
-def _spark_error(exc: Exception) -> IngestError:
-    text = str(exc)
-    first = next((line for line in text.splitlines() if line.strip()), type(exc).__name__)
-    for marker in ("Malformed", "malformed", "FAILFAST", "PARSE_SYNTAX", "CANNOT_PARSE"):
-        if marker in text:
-            return IngestError(f"malformed input: {first.strip()[:300]}")
-    return IngestError(f"Spark failed: {first.strip()[:300]}")
+def write_slice(numbered: Any, columns: Sequence[str], work: Path) -> Path:
+    """The numbered rows as one Parquet file in offset order, rewritten deterministically."""
+    spark_dir = work / "slice-spark"
+    # one file, so one task writes it: sort inside that task (spilling as needed), no range sampling
+    output = numbered.select(OFFSET_COLUMN, *[column(c) for c in columns]).repartition(1)
+    writer = output.sortWithinPartitions(OFFSET_COLUMN).write.option("parquet.block.size", SPARK_ROW_GROUP_BYTES)
+    writer.parquet(str(spark_dir))
+    written = next(spark_dir.glob("part-*.parquet"), None)
+    if written is None:
+        raise IngestError("Spark wrote no data file")
+    target = work / "slice.parquet"
+    normalize(written, target)
+    shutil.rmtree(spark_dir)
+    return target
 
 
-def ingest(
-    workspace: Workspace,
-    dataset_name: str,
-    input_path: Path,
-    *,
-    spark: Any,
-    fmt: str | None = None,
-    primary_key: Sequence[str] = (),
-) -> IngestResult:
-    """Ingest ``input_path`` into the dataset; see the module docstring."""
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+def _buckets_in(frame: Any, depth: int) -> set[int]:
+    """Which buckets a frame's keys fall in (at most 2**depth small numbers reach the driver)."""
+    found = frame.select(bucket_of(F.col(KEY_HASH), depth).alias("bucket")).distinct().collect()
+    return {int(row["bucket"]) for row in found}
 
-    dataset = workspace.dataset(dataset_name)
-    files = _input_files(Path(input_path))
-    fmt = detect_format(files[0] if Path(input_path).is_dir() else Path(input_path), fmt)
-    tip = dataset.tip()
-    next_offset = tip.next_offset if tip is not None else 0
-    slot = CheckpointSlot(workspace.root, dataset.name)
-    scratch = Path(tempfile.mkdtemp(prefix=".ingest-", dir=workspace.root))
+
+def _mirror(spark: Any, spec: JobSpec, buckets: set[int] | None) -> Any:
+    """The previous checkpoint's entries of ``buckets`` (None: all), read from their mirror files."""
+    previous, where = spec.previous, spec.previous_dir
+    if previous is None or where is None:
+        return read_mirror(spark, [])
+    chosen = [f for b, f in sorted(previous.buckets.items()) if buckets is None or b in buckets]
+    return read_mirror(spark, [str(where / f.mirror) for f in chosen])
+
+
+def _keyed(spark: Any, spec: JobSpec, placed: Any, columns: Sequence[str], cache: _Cache) -> tuple[int, Path | None]:
+    previous = spec.previous
+    keyed = with_identity(placed, columns, spec.primary_key)
+    # only the buckets the input's keys fall in can hold what the input is compared with
+    touched = _buckets_in(keyed, previous.depth) if previous else set()
+    added = cache.keep(changes(latest(keyed), _mirror(spark, spec, touched)))
+    totals = added.agg(F.count(F.lit(1)).alias("rows"), F.sum(F.col(IS_NEW).cast("long")).alias("new")).first()
+    rows_added, new_keys = int(totals["rows"]), int(totals["new"] or 0)
+    if rows_added == 0:
+        return 0, None
+    numbered = cache.keep(number(added, spec.next_offset))
+    write_slice(numbered, columns, spec.work)
+    added.unpersist()  # numbered holds what is still needed
+    depth = depth_for((previous.keys if previous else 0) + new_keys)
+    depth = max(depth, previous.depth) if previous else depth
+    # the same layout: rewrite the buckets rows were added to; a deeper one: rewrite every bucket
+    rewritten = _buckets_in(numbered, depth) if previous and previous.depth == depth else None
+    buckets = spec.work / "buckets"
+    buckets.mkdir()
+    written = write_buckets(entries(_mirror(spark, spec, rewritten), numbered, depth), buckets, depth)
+    checkpoint = spec.work / "checkpoint"
+    assemble(previous, spec.previous_dir, written, IngestState(spec.primary_key, depth), buckets, checkpoint)
+    return rows_added, checkpoint
+
+
+def _appended(spec: JobSpec, placed: Any, columns: Sequence[str]) -> Path:
+    numbered = placed.withColumn(OFFSET_COLUMN, F.lit(spec.next_offset) + F.col(POSITION))
+    write_slice(numbered, columns, spec.work)
+    checkpoint = spec.work / "checkpoint"
+    (spec.work / "sources").mkdir()
+    assemble_sources(spec.previous_dir, list(spec.fingerprints), spec.work / "sources", checkpoint)
+    return checkpoint
+
+
+def run(spark: Any, spec: JobSpec) -> JobOutcome:
+    """Run the job; raises IngestError for bad input. Spark's own exceptions propagate."""
+    cache = _Cache()
     try:
-        state_dir = scratch / "state"
-        if slot.current.exists():
-            shutil.copytree(slot.current, state_dir)
-        state = open_checkpoint(state_dir)
-        try:
-            fingerprint = _fingerprint(files)
-            if not primary_key and state.get(_SOURCE + fingerprint) is not None:
-                return IngestResult(dataset.name, 0, 0, str(tip.head) if tip else None, None, None, 0, 0)
-            try:
-                frame = _read(spark, Path(input_path), fmt)
-                columns = sorted(frame.columns)
-                missing = [c for c in primary_key if c not in frame.columns]
-                if missing:
-                    raise IngestError(
-                        f"primary key column(s) {', '.join(missing)} not in the input (columns: {', '.join(columns)})"
-                    )
-                if OFFSET_COLUMN in frame.columns:
-                    raise IngestError(f"the input already has a column named {OFFSET_COLUMN!r}")
-                frame = frame.withColumn("_row", F.sha2(F.to_json(F.struct(*columns)), 256))
-                frame = frame.withColumn("_order", F.monotonically_increasing_id())
-                if primary_key:
-                    frame = frame.withColumn("_key", F.to_json(F.struct(*primary_key)))
-                    frame = frame.dropDuplicates(["_key", "_row"])
-                    pairs = frame.select("_key", "_row").collect()
-                    wanted = []
-                    for row in pairs:
-                        stored = state.get(_KEY + row["_key"].encode())
-                        if stored is None or orjson.loads(stored)["row"] != row["_row"]:
-                            wanted.append((row["_key"], row["_row"]))
-                    rows_read = len(pairs)
-                    if not wanted:
-                        return IngestResult(
-                            dataset.name, rows_read, 0, str(tip.head) if tip else None, None, None, 0, 0
-                        )
-                    selection = spark.createDataFrame(wanted, ["_key", "_row"])
-                    frame = frame.join(F.broadcast(selection), ["_key", "_row"]).orderBy("_key", "_row")
-                else:
-                    rows_read = frame.count()
-                    if rows_read == 0:
-                        return IngestResult(dataset.name, 0, 0, str(tip.head) if tip else None, None, None, 0, 0)
-                    frame = frame.orderBy("_order")
-                new_rows = frame.rdd.zipWithIndex().map(lambda pair: (pair[1], *tuple(pair[0])))
-                with_offset = spark.createDataFrame(new_rows, [OFFSET_COLUMN, *frame.columns])
-                with_offset = with_offset.withColumn(OFFSET_COLUMN, F.col(OFFSET_COLUMN) + F.lit(next_offset))
-                output = with_offset.select(OFFSET_COLUMN, *[F.col(c) for c in frame.columns if c in columns])
-                out_dir = scratch / "slice"
-                output.coalesce(1).write.parquet(str(out_dir))
-                keyed = with_offset.select(OFFSET_COLUMN, "_key", "_row").collect() if primary_key else []
-            except AnalysisException as exc:
-                raise _spark_error(exc) from None
-            except IngestError:
-                raise
-            except Exception as exc:  # py4j surfaces Java failures (malformed rows) as plain exceptions
-                raise _spark_error(exc) from None
-            written = next(out_dir.glob("part-*.parquet"), None)
-            if written is None:
-                raise IngestError("Spark wrote no data file")
-            part = scratch / "slice.parquet"
-            normalize(written, part)
-            digest = digest_file(part)
-            rows_added = output.count()
-            slice_ref = ObjectRef(ObjectKind.DATA, digest.multihash, digest.size)
-            if dataset.objects_missing([slice_ref]):
-                workspace.local_store.adopt(dataset.object_key(slice_ref), part)
-            batch_offset_end = next_offset + rows_added - 1
-            if primary_key:
-                for row in keyed:
-                    state[_KEY + row["_key"].encode()] = orjson.dumps(
-                        {"offset": row[OFFSET_COLUMN], "row": row["_row"]}
-                    )
-            else:
-                state[_SOURCE + fingerprint] = orjson.dumps({"start": next_offset, "end": batch_offset_end})
-            checkpoint_dir = scratch / "checkpoint"
-            snapshot(state, checkpoint_dir)
-        finally:
-            state.close()
-        manifest, stored_files, stored_bytes = store_checkpoint(dataset, checkpoint_dir)
-        manifest_hash = manifest.hash()
-        event = AddData(
-            new_data=DataSlice(
-                digest.multihash, digest.size, OffsetInterval(next_offset, batch_offset_end), rows_added
-            ),
-            new_checkpoint=Checkpoint(manifest_hash, len(manifest.encode())),
-        )
-        new_tip = dataset.append([event])
-        slot.directory.mkdir(parents=True, exist_ok=True)
-        destination = slot.path_for(manifest_hash)
-        if not destination.exists():
-            checkpoint_dir.rename(destination)
-        slot.switch_to(manifest_hash)
-        return IngestResult(
-            dataset.name,
-            rows_read,
-            rows_added,
-            str(new_tip.head),
-            str(digest.multihash),
-            str(manifest_hash),
-            stored_files,
-            stored_bytes,
-        )
+        frame, fields = read_all(spark, spec)
+        frame = cache.keep(frame)
+        splits = cache.keep(split_table(frame))
+        census = take_census(frame, splits, spec.inputs)
+        placed = with_position(frame.drop(CORRUPT), splits)
+        columns = [f.name for f in fields]
+        if spec.primary_key:
+            added, checkpoint = _keyed(spark, spec, placed, columns, cache)
+        else:
+            added, checkpoint = census.rows, _appended(spec, placed, columns)
+        slice_file = spec.work / "slice.parquet" if added else None
+        return JobOutcome(census.rows, added, fields, slice_file, checkpoint)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        cache.release()

@@ -9,7 +9,17 @@ from smart_transfer.model.errors import (
     InvalidMultihash,
     ModelError,
 )
-from smart_transfer.model.events import AddData, Checkpoint, DataSlice, Event, OffsetInterval, Seed, SetInfo
+from smart_transfer.model.events import (
+    AddData,
+    Checkpoint,
+    DataField,
+    DataSlice,
+    Event,
+    OffsetInterval,
+    Seed,
+    SetDataSchema,
+    SetInfo,
+)
 from smart_transfer.model.multihash import SHA2_256, SHA3_256, Multihash
 from smart_transfer.model.names import DatasetName
 from smart_transfer.model.objects import ObjectKind, ObjectRef, checkpoint_refs, committed_refs, objects_of
@@ -21,6 +31,7 @@ __all__ = [
     "ChainRuleViolation",
     "ChainTip",
     "Checkpoint",
+    "DataField",
     "DataSlice",
     "DatasetName",
     "Event",
@@ -35,6 +46,7 @@ __all__ = [
     "ObjectRef",
     "OffsetInterval",
     "Seed",
+    "SetDataSchema",
     "SetInfo",
     "checkpoint_refs",
     "committed_refs",

@@ -17,6 +17,9 @@ _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 DATASET_KINDS = ("root", "derivative")
 MAX_KEYWORDS = 64
 MAX_TEXT = 4096
+#: Columns of a data schema (the block holding it must still fit MAX_BLOCK_BYTES).
+MAX_FIELDS = 1000
+MAX_FIELD_NAME = 256
 
 
 def check_timestamp(value: str, where: str) -> str:
@@ -172,11 +175,64 @@ class SetInfo:
         return cls(description, tuple(keywords))
 
 
-Event = Seed | AddData | SetInfo
-_EVENT_TYPES: dict[str, type[Seed] | type[AddData] | type[SetInfo]] = {
+@dataclass(frozen=True, slots=True)
+class DataField:
+    """One column of a dataset's data slices: its name, its SQL type as Spark writes it in DDL
+    (``BIGINT``, ``DECIMAL(10,2)``, ``TIMESTAMP``, ``ARRAY<STRING>``...) and whether it may be null."""
+
+    name: str
+    type: str
+    nullable: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "nullable": self.nullable}
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any], where: str) -> DataField:
+        require_keys(obj, where, {"name", "type", "nullable"})
+        name, kind = get_str(obj, "name", where), get_str(obj, "type", where)
+        if not 0 < len(name) <= MAX_FIELD_NAME or not 0 < len(kind) <= MAX_TEXT:
+            raise InvalidBlock(f"{where}: name must be 1-{MAX_FIELD_NAME} and type 1-{MAX_TEXT} characters")
+        if not isinstance(obj["nullable"], bool):
+            raise InvalidBlock(f"{where}.nullable: expected true or false")
+        return cls(name, kind, obj["nullable"])
+
+
+@dataclass(frozen=True, slots=True)
+class SetDataSchema:
+    """The schema every data slice after this block has (like ODF's SetDataSchema): the columns in
+    order, the system column ``offset`` first. A dataset's first ingest records it; later ingests
+    must match it."""
+
+    fields: tuple[DataField, ...]
+    TYPE: ClassVar[str] = "SetDataSchema"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "fields": [f.to_dict() for f in self.fields]}
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any], where: str) -> SetDataSchema:
+        require_keys(obj, where, {"type", "fields"})
+        entries = obj["fields"]
+        if not isinstance(entries, list) or not 0 < len(entries) <= MAX_FIELDS:
+            raise InvalidBlock(f"{where}.fields: expected a list of 1-{MAX_FIELDS} fields")
+        fields = []
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise InvalidBlock(f"{where}.fields[{i}]: expected an object")
+            fields.append(DataField.from_dict(entry, f"{where}.fields[{i}]"))
+        names = [f.name for f in fields]
+        if len(set(names)) != len(names):
+            raise InvalidBlock(f"{where}.fields: column names must be unique")
+        return cls(tuple(fields))
+
+
+Event = Seed | AddData | SetInfo | SetDataSchema
+_EVENT_TYPES: dict[str, type[Seed] | type[AddData] | type[SetInfo] | type[SetDataSchema]] = {
     Seed.TYPE: Seed,
     AddData.TYPE: AddData,
     SetInfo.TYPE: SetInfo,
+    SetDataSchema.TYPE: SetDataSchema,
 }
 
 

@@ -11,11 +11,14 @@ from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.model.events import (
     DATASET_ID_PATTERN,
     DATASET_KINDS,
+    MAX_FIELD_NAME,
+    MAX_FIELDS,
     MAX_KEYWORDS,
     MAX_TEXT,
     TIMESTAMP_PATTERN,
     AddData,
     Seed,
+    SetDataSchema,
     SetInfo,
 )
 from smart_transfer.model.manifest import FILE_NAME_PATTERN, FORMAT, MAX_FILES, MAX_MANIFEST_BYTES
@@ -70,6 +73,13 @@ def block_schemas() -> dict[str, dict[str, Any]]:
             [],
             "New records (a data slice whose offsets continue the chain's), a new checkpoint, and/or a watermark.",
         ),
+        SetDataSchema.TYPE: _event(
+            SetDataSchema.TYPE,
+            {"fields": {"type": "array", "minItems": 1, "maxItems": MAX_FIELDS, "items": _ref("DataField")}},
+            ["fields"],
+            "The schema every data slice after this block has, columns in order (the system column 'offset' "
+            "first); names are unique. A dataset's first ingest records it; later ingests must match it.",
+        ),
         SetInfo.TYPE: _event(
             SetInfo.TYPE,
             {
@@ -81,6 +91,15 @@ def block_schemas() -> dict[str, dict[str, Any]]:
         ),
     }
     parts = {
+        "DataField": _object(
+            {
+                "name": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD_NAME},
+                "type": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "description": "Spark SQL DDL type"},
+                "nullable": {"type": "boolean"},
+            },
+            ["name", "type", "nullable"],
+            "One column of the data slices: name, SQL type as Spark writes it (BIGINT, DECIMAL(10,2), TIMESTAMP...).",
+        ),
         "OffsetInterval": _object(
             {"start": NATURAL, "end": NATURAL}, ["start", "end"], "Inclusive range of record offsets (end >= start)."
         ),

@@ -1,65 +1,73 @@
-"""Checkpoints move file by file: shared SST files once, then only what changed; pulls restore a
-database that opens and answers; a round trip across two workspaces ends with equal heads and rows."""
+"""Checkpoints move file by file: a small change rewrites only the buckets it touches, so a push after
+it moves a few percent of the first push's bytes; pulls restore a database that opens and answers;
+a round trip across two workspaces ends with equal heads and rows."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from smart_transfer.checkpoint.files import open_checkpoint
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.client import SyncClient
-from smart_transfer.ingest.job import ingest
+from smart_transfer.ingest import ingest
+from smart_transfer.ingest import state as ingest_state
+from smart_transfer.ingest.state import load_state, lookup
 from smart_transfer.repo import Workspace
 from tests.conftest import ServerProcess
-from tests.spark.test_ingest import rows_of, write_csv
+from tests.spark.data import rows, write_csv
+
+#: Rows of the dataset the sync test changes by 10 rows. Buckets are made smaller than the default
+#: (2048 keys) so that this smaller dataset has as many buckets as a 1M-row one has by default.
+SYNC_ROWS = 100_000
+SYNC_BUCKET_KEYS = 256
 
 
-def manifest_files(workspace: Workspace, name: str) -> int:
-    current = CheckpointSlot(workspace.root, name).current
-    return len(list(current.iterdir()))
+def files_in(workspace: Workspace, name: str) -> int:
+    return len(list(CheckpointSlot(workspace.root, name).current.iterdir()))
 
 
-def test_checkpoints_sync_incrementally_and_restore(
-    spark: Any, smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
+    spark: Any, smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(ingest_state, "TARGET_KEYS_PER_BUCKET", SYNC_BUCKET_KEYS)
     url = f"{smart_server.url}/{dataset_name}"
-    rows = [(str(i), f"name-{i}", str(i % 7)) for i in range(2000)]
+    data = [(str(i), f"customer-{i % 997}", str(i * 37 % 10_000)) for i in range(SYNC_ROWS)]
     with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
-        first = ingest(a, dataset_name, write_csv(tmp_path / "1.csv", rows), spark=spark, primary_key=["id"])
+        first = ingest(a, dataset_name, write_csv(tmp_path / "1.csv", data), spark=spark, primary_key=["id"])
+        assert load_state(CheckpointSlot(a.root, dataset_name).current).depth == 9  # 512 buckets
         with SyncClient(a) as client:
             pushed = client.push(dataset_name, url)
         assert pushed.objects_transferred == 2 + first.checkpoint_files_stored  # slice + manifest + files
 
-        changed = rows[:10] + [(str(i), f"changed-{i}", "0") for i in range(5)]  # 5 changed rows, 10 same
-        second = ingest(a, dataset_name, write_csv(tmp_path / "2.csv", changed), spark=spark, primary_key=["id"])
-        assert second.rows_added == 5
-        files_now = manifest_files(a, dataset_name)
+        changed = [(str(i), "changed", "0") for i in range(0, SYNC_ROWS, SYNC_ROWS // 10)]  # 10 rows all over
+        second = ingest(
+            a, dataset_name, write_csv(tmp_path / "2.csv", data[:5] + changed), spark=spark, primary_key=["id"]
+        )
+        assert second.rows_added == 10
         with SyncClient(a) as client:
             incremental = client.push(dataset_name, url)
-        # only the new slice, the new manifest and the checkpoint files that changed moved
+        # only the new slice, the new manifest and the rewritten buckets' files moved
         assert incremental.objects_transferred == 2 + second.checkpoint_files_stored
-        assert incremental.objects_skipped == files_now - second.checkpoint_files_stored  # shared SSTs, not resent
-        assert second.checkpoint_files_stored < files_now
-        assert incremental.bytes_transferred < pushed.bytes_transferred / 4
+        assert incremental.objects_skipped == files_in(a, dataset_name) - second.checkpoint_files_stored
+        assert second.checkpoint_files_stored <= 2 * 10 + 8  # <= 10 buckets x 2 files, + RocksDB's small files
+        assert incremental.bytes_transferred < 0.05 * pushed.bytes_transferred
 
         with SyncClient(b) as client:
             fresh = client.pull(url)
-        assert fresh.blocks == 3  # Seed + two ingests
+        assert fresh.blocks == 4  # Seed, SetDataSchema, two AddData
         restored = open_checkpoint(CheckpointSlot(b.root, dataset_name).current, read_only=True)
         try:
-            assert orjson.loads(restored[b'key:{"id":"3"}'])["offset"] == 2003  # its new version (ids 0-4 -> 2000-2004)
-            # first ingest: offsets follow key order (keys compare as JSON text)
-            rank = sorted(f'{{"id":"{i}"}}' for i in range(2000)).index('{"id":"1999"}')
-            assert orjson.loads(restored[b'key:{"id":"1999"}'])["offset"] == rank
+            assert lookup(restored, '{"id":"10000"}') is not None
+            assert lookup(restored, '{"id":"10000"}')[0] == SYNC_ROWS + 1  # type: ignore[index]
+            assert lookup(restored, '{"id":"99999"}')[0] == 99_999  # type: ignore[index]
         finally:
             restored.close()
 
         third = ingest(
-            a, dataset_name, write_csv(tmp_path / "3.csv", [("9999", "new", "1")]), spark=spark, primary_key=["id"]
+            a, dataset_name, write_csv(tmp_path / "3.csv", [("new", "n", "1")]), spark=spark, primary_key=["id"]
         )
         with SyncClient(a) as client:
             client.push(dataset_name, url)
@@ -89,8 +97,8 @@ def test_round_trip_across_two_workspaces(
             pulled = client.pull(url)
         assert pulled.blocks == 1
         assert a.dataset(dataset_name).require_tip() == b.dataset(dataset_name).require_tip()
-        assert rows_of(a, dataset_name, spark) == rows_of(b, dataset_name, spark)
-        assert len(rows_of(a, dataset_name, spark)) == 102
+        assert rows(a, dataset_name) == rows(b, dataset_name)
+        assert len(rows(a, dataset_name)) == 102
         assert (
             CheckpointSlot(a.root, dataset_name).current_hash() == CheckpointSlot(b.root, dataset_name).current_hash()
         )
@@ -112,6 +120,6 @@ def test_checkpoints_travel_over_the_simple_protocol_too(
         )
         db = open_checkpoint(CheckpointSlot(b.root, dataset_name).current, read_only=True)
         try:
-            assert db.get(b'key:{"id":"1"}') is not None
+            assert lookup(db, '{"id":"1"}') == lookup(db, b'{"id":"1"}') is not None
         finally:
             db.close()

@@ -14,7 +14,17 @@ from hypothesis import strategies as st
 from jsonschema import Draft7Validator
 
 from smart_transfer.model import InvalidBlock, MetadataBlock, Multihash, decode_block
-from smart_transfer.model.events import _EVENT_TYPES, AddData, Checkpoint, DataSlice, OffsetInterval, Seed, SetInfo
+from smart_transfer.model.events import (
+    _EVENT_TYPES,
+    AddData,
+    Checkpoint,
+    DataField,
+    DataSlice,
+    OffsetInterval,
+    Seed,
+    SetDataSchema,
+    SetInfo,
+)
 from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, decode_manifest
 from smart_transfer.model.schema import block_schemas, manifest_schemas
 
@@ -45,6 +55,17 @@ events = st.one_of(
     ),
     st.builds(AddData, st.none() | slices(), st.none() | st.builds(Checkpoint, hashes, naturals), st.none() | times),
     st.builds(SetInfo, st.text(max_size=200), st.lists(st.text(max_size=20), max_size=5).map(tuple)),
+    st.lists(
+        st.builds(
+            DataField,
+            st.text(min_size=1, max_size=20),
+            st.sampled_from(["BIGINT", "STRING", "DECIMAL(10,2)"]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=5,
+        unique_by=lambda f: f.name,
+    ).map(lambda fields: SetDataSchema(tuple(fields))),
 )
 blocks = st.builds(MetadataBlock, naturals, st.none() | hashes, times, events)
 
@@ -85,6 +106,9 @@ SAMPLE_BLOCKS = [
         AddData(DataSlice(Multihash.of(b"d"), 10, OffsetInterval(0, 4), 5), Checkpoint(Multihash.of(b"c"), 3)),
     ),
     MetadataBlock(2, Multihash.of(b"y"), "2024-01-31T12:00:00Z", SetInfo("about", ("k",))),
+    MetadataBlock(
+        3, Multihash.of(b"z"), "2024-01-31T12:00:00Z", SetDataSchema((DataField("offset", "BIGINT", False),))
+    ),
 ]
 
 

@@ -65,12 +65,13 @@ def innermost_reason(exc: BaseException) -> str:
     return reason if len(reason) <= 2 * MAX_QUOTED else reason[: 2 * MAX_QUOTED] + "..."
 
 
-def spark_failure(exc: BaseException) -> IngestError:
-    """One line for an exception Spark raised: the file it names, if any, and the innermost reason."""
+def spark_failure(exc: BaseException, about: str | None = None) -> IngestError:
+    """One line for an exception Spark raised: the file it names (else ``about``, the input being
+    read, if given) and the innermost reason."""
     messages = _messages(exc)
     found = next((m for m in (_FILE.search(text) for text in messages) if m is not None), None)
     reason = innermost_reason(exc)
     if found is None:
-        return IngestError(f"Spark failed: {reason}")
+        return IngestError(f"{about}: {reason}" if about else f"Spark failed: {reason}")
     path = display_path(found.group(1))
     return IngestError(f"{path}: {reason.replace(found.group(1), path)}")

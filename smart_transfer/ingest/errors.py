@@ -20,6 +20,11 @@ class IngestError(Exception):
     """Bad input or a failed job. The message is one line; the dataset is unchanged."""
 
 
+def from_spark(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark's (pyspark's or py4j's) rather than a bug of ours, which stays a bug."""
+    return type(exc).__module__.startswith(("pyspark.", "py4j."))
+
+
 def display_path(uri: str) -> str:
     """A path as Spark names it (``file:/tmp/a%20b.csv``) as the user wrote it (``/tmp/a b.csv``)."""
     for prefix in ("file://", "file:"):

@@ -5,6 +5,7 @@ or a key. It writes only into ``work``; :mod:`smart_transfer.ingest.api` commits
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.types import StructType
 
 from smart_transfer.ingest.dedup import IS_NEW, KEY_HASH, changes, latest, read_mirror, with_identity
-from smart_transfer.ingest.errors import IngestError, spark_failure
+from smart_transfer.ingest.errors import IngestError, from_spark, spark_failure
 from smart_transfer.ingest.inputs import Input, local_files
 from smart_transfer.ingest.parquet import normalize
 from smart_transfer.ingest.positions import POSITION, number, split_table, take_census, with_position
@@ -73,7 +74,8 @@ class _Cache:
 
     def release(self) -> None:
         for frame in self.frames:
-            frame.unpersist()
+            with contextlib.suppress(Exception):  # a JVM that died has nothing left to release
+                frame.unpersist()
 
 
 def _expected(spec: JobSpec, spark: Any) -> tuple[tuple[DataField, ...] | None, str]:
@@ -92,7 +94,7 @@ def _read_named(spark: Any, item: Input, given: Any, recorded: Any) -> Any:
     except IngestError:
         raise
     except Exception as exc:
-        if not type(exc).__module__.startswith(("pyspark.", "py4j.")):
+        if not from_spark(exc):
             raise
         raise spark_failure(exc, about=item.path) from None
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from smart_transfer.checkpoint.files import CheckpointError, store_checkpoint
 from smart_transfer.checkpoint.slot import CheckpointSlot
-from smart_transfer.ingest.errors import IngestError, spark_failure
+from smart_transfer.ingest.errors import IngestError, from_spark, spark_failure
 from smart_transfer.ingest.inputs import Input, fingerprint, resolve_inputs
 from smart_transfer.ingest.schema import OFFSET_FIELD, ChainState, chain_state, parse_ddl, schema_event
 from smart_transfer.ingest.state import SOURCE_PREFIX, IngestState, StateError, load_state
@@ -116,8 +116,7 @@ def _run(spark: Any, spec: JobSpec) -> JobOutcome:
         with job_conf(spark):
             return job.run(spark, spec)
     except Exception as exc:
-        # Spark's failures (pyspark's and py4j's exceptions) become one line; a bug here stays a bug
-        if not type(exc).__module__.startswith(("pyspark.", "py4j.")):
+        if not from_spark(exc):
             raise
         raise spark_failure(exc) from None
 

@@ -20,6 +20,11 @@ class IngestError(Exception):
     """Bad input or a failed job. The message is one line; the dataset is unchanged."""
 
 
+def from_spark(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark's (pyspark's or py4j's) rather than a bug of ours, which stays a bug."""
+    return type(exc).__module__.startswith(("pyspark.", "py4j."))
+
+
 def display_path(uri: str) -> str:
     """A path as Spark names it (``file:/tmp/a%20b.csv``) as the user wrote it (``/tmp/a b.csv``)."""
     for prefix in ("file://", "file:"):
@@ -65,12 +70,13 @@ def innermost_reason(exc: BaseException) -> str:
     return reason if len(reason) <= 2 * MAX_QUOTED else reason[: 2 * MAX_QUOTED] + "..."
 
 
-def spark_failure(exc: BaseException) -> IngestError:
-    """One line for an exception Spark raised: the file it names, if any, and the innermost reason."""
+def spark_failure(exc: BaseException, about: str | None = None) -> IngestError:
+    """One line for an exception Spark raised: the file it names (else ``about``, the input being
+    read, if given) and the innermost reason."""
     messages = _messages(exc)
     found = next((m for m in (_FILE.search(text) for text in messages) if m is not None), None)
     reason = innermost_reason(exc)
     if found is None:
-        return IngestError(f"Spark failed: {reason}")
+        return IngestError(f"{about}: {reason}" if about else f"Spark failed: {reason}")
     path = display_path(found.group(1))
     return IngestError(f"{path}: {reason.replace(found.group(1), path)}")

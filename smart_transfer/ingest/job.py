@@ -5,6 +5,7 @@ or a key. It writes only into ``work``; :mod:`smart_transfer.ingest.api` commits
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.types import StructType
 
 from smart_transfer.ingest.dedup import IS_NEW, KEY_HASH, changes, latest, read_mirror, with_identity
-from smart_transfer.ingest.errors import IngestError
+from smart_transfer.ingest.errors import IngestError, from_spark, spark_failure
 from smart_transfer.ingest.inputs import Input, local_files
 from smart_transfer.ingest.parquet import normalize
 from smart_transfer.ingest.positions import POSITION, number, split_table, take_census, with_position
@@ -73,7 +74,8 @@ class _Cache:
 
     def release(self) -> None:
         for frame in self.frames:
-            frame.unpersist()
+            with contextlib.suppress(Exception):  # a JVM that died has nothing left to release
+                frame.unpersist()
 
 
 def _expected(spec: JobSpec, spark: Any) -> tuple[tuple[DataField, ...] | None, str]:
@@ -84,6 +86,19 @@ def _expected(spec: JobSpec, spark: Any) -> tuple[tuple[DataField, ...] | None, 
     return None, ""
 
 
+def _read_named(spark: Any, item: Input, given: Any, recorded: Any) -> Any:
+    """read_input, with Spark's refusals of a file's schema (found before any row is read, so Spark
+    names no file) said about this input."""
+    try:
+        return read_input(spark, item, given, recorded)
+    except IngestError:
+        raise
+    except Exception as exc:
+        if not from_spark(exc):
+            raise
+        raise spark_failure(exc, about=item.path) from None
+
+
 def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
     """Every input read and checked against the expected columns; returns them one after the other
     (not yet persisted) and the columns in the dataset's order."""
@@ -91,7 +106,7 @@ def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
     recorded = struct_of(spec.recorded) if spec.recorded is not None else None
     frames = []
     for item in spec.inputs:
-        frame = read_input(spark, item, spec.user_schema, recorded)
+        frame = _read_named(spark, item, spec.user_schema, recorded)
         data = StructType([f for f in frame.schema.fields if not f.name.startswith(INTERNAL_PREFIX)])
         columns = fields_of(spark, data)
         if expected is None:

@@ -80,6 +80,14 @@ def test_the_schema_of_a_dataset_is_kept(spark: Any, tmp_path: Path) -> None:
         assert ingest(ws, "ds", as_csv, spark=spark).rows_added == 1  # CSV is read with the recorded types
 
 
+def test_a_parquet_type_spark_cannot_read_is_named_with_its_file(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "nanos.parquet"
+    pq.write_table(pa.table({"at": pa.array([0], pa.timestamp("ns"))}), path)
+    with Workspace(tmp_path / "ws") as ws, pytest.raises(IngestError) as raised:
+        ingest(ws, "ds", path, spark=spark)
+    assert str(raised.value) == f"{path}: Illegal Parquet type: INT64 (TIMESTAMP(NANOS,false))."
+
+
 def test_inputs_of_one_run_must_agree(spark: Any, tmp_path: Path) -> None:
     one = write_csv(tmp_path / "one.csv", [("1", "a")], header=("id", "name"))
     two = write_csv(tmp_path / "two.csv", [("1", "a")], header=("id", "title"))

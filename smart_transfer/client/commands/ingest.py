@@ -14,7 +14,8 @@ import orjson
 
 from smart_transfer.client.commands.common import add_parser, add_workspace_option
 from smart_transfer.client.errors import EXIT_USAGE, CliError
-from smart_transfer.ingest.inputs import FORMATS
+from smart_transfer.ingest.errors import IngestError
+from smart_transfer.ingest.inputs import FORMATS, resolve_inputs
 from smart_transfer.repo.repository import Workspace
 
 DEFAULT_MASTER = "local[2]"  # the same as smart_transfer.ingest.spark, which imports pyspark lazily only
@@ -110,11 +111,14 @@ def _why_it_died(log: Path | None, message: str) -> str:
 def run_command(args: argparse.Namespace) -> int:
     """The ``ingest`` handler: every failure is a CliError (one line, exit 1)."""
     from smart_transfer.ingest.api import ingest
-    from smart_transfer.ingest.errors import IngestError
     from smart_transfer.ingest.spark import SparkUnavailable, jvm_output, quiet_python_logging, spark_session
 
     key = [c.strip() for c in args.primary_key.split(",") if c.strip()] if args.primary_key else []
     conf = _spark_conf(args.conf)
+    try:
+        resolve_inputs(args.inputs, args.format)  # a missing file is named before a JVM starts
+    except IngestError as exc:
+        raise CliError(str(exc)) from None
     if not args.verbose:
         quiet_python_logging()
     with Workspace(args.workspace or Workspace.default_root()) as workspace:

@@ -92,9 +92,10 @@ async def _push_once(
 ) -> TransferSummary:
     assert local.tip is not None
     tip = local.tip
-    guess = await asyncio.to_thread(
-        local_bundle, dataset, tip, expected if expected and local.contains(expected) else None
-    )
+    # The plan bounds what the blocks tarball may expand to on the server: without force the blocks
+    # sent are exactly those after the expected head; a forced push may send any part of the chain.
+    after = expected if expected and local.contains(expected) and not force else None
+    guess = await asyncio.to_thread(local_bundle, dataset, tip, after)
     refs = guess.objects()
     plan = TransferPlan(num_blocks=len(guess.blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
     async with transport.push(remote) as channel:

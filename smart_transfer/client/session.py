@@ -30,6 +30,7 @@ HANDSHAKE_CODES = {
     403: ErrorCode.FORBIDDEN,
     404: ErrorCode.NO_SUCH_ROUTE,
     429: ErrorCode.BUSY,
+    503: ErrorCode.BUSY,  # the server's connection limit
 }
 
 M = TypeVar("M", bound=Message | MetadataTarball)

@@ -12,7 +12,6 @@ import time
 from types import FrameType
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from smart_transfer.server.app import create_app
 from smart_transfer.server.connections import bounded_http_protocol
@@ -63,9 +62,8 @@ class DrainingServer(uvicorn.Server):
         log.warning("shutting down: running sessions get up to %g s to finish", grace)
         for server in self.servers:
             server.close()  # stop accepting: a balancer's next connect goes to another replica
-        for connection in list(self.server_state.connections):
-            if isinstance(connection, HttpToolsProtocol):
-                connection.shutdown()  # idle kept-alive connections close; busy ones after their answer
+        # Kept-alive connections stay open: requests on them are answered ShuttingDown (Connection:
+        # close), except the embedded store's, which running sessions still need.
         deadline = time.monotonic() + grace
         while self._busy() and time.monotonic() < deadline:
             await asyncio.sleep(DRAIN_POLL_SECONDS)

@@ -68,7 +68,9 @@ def smart_router(state: ServerState) -> APIRouter:
 
     async def end(session: ServerSession, exc: BaseException) -> str:
         """End a failed session as its error says; the outcome the access log records."""
-        if isinstance(exc, ClientGone | WebSocketDisconnect | WebSocketDisconnected):
+        if isinstance(exc, ClientGone | WebSocketDisconnect):
+            return f"disconnected:{exc.code}" if exc.code else "disconnected"
+        if isinstance(exc, WebSocketDisconnected):
             return "disconnected"
         if isinstance(exc, PeerError):
             await session.close()  # the client said why it stopped; answer its close

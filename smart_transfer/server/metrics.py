@@ -26,7 +26,10 @@ class Metrics:
             registry=registry,
         )
         self.sessions_active = Gauge(
-            "smart_transfer_sessions_active", "Sessions in progress, by flow", ["flow"], registry=registry
+            "smart_transfer_sessions_active",
+            "Sessions in progress (holding a session slot), by flow",
+            ["flow"],
+            registry=registry,
         )
         self.requests = Counter(
             "smart_transfer_requests",

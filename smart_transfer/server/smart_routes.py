@@ -56,7 +56,9 @@ def smart_router(state: ServerState) -> APIRouter:
         flow, access = FLOWS[record.flow]
         grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
         record.subject = limit_subject(grant, record.client)
+        active = state.metrics.sessions_active.labels(record.flow)
         with state.sessions.hold(record.subject):
+            active.inc()
             try:
                 await asyncio.wait_for(
                     state.until_shutdown(flow(session, dataset, state)), settings.session_timeout_seconds
@@ -65,6 +67,8 @@ def smart_router(state: ServerState) -> APIRouter:
                 raise ProtocolError(
                     ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"
                 ) from None
+            finally:
+                active.dec()
 
     async def end(session: ServerSession, exc: BaseException) -> str:
         """End a failed session as its error says; the outcome the access log records."""
@@ -82,14 +86,11 @@ def smart_router(state: ServerState) -> APIRouter:
     async def run(websocket: WebSocket, dataset_name: str, flow_name: str) -> None:
         session = ServerSession(websocket, flow_name, settings.idle_timeout_seconds, settings.max_message_bytes)
         record = SessionRecord(flow_name, dataset_name[:100], client_host(websocket), started=time.monotonic())
-        active = state.metrics.sessions_active.labels(flow_name)
-        active.inc()
         try:
             await authorized(session, websocket, record)
         except Exception as exc:
             record.outcome = await end(session, exc)
         finally:
-            active.dec()
             state.metrics.sessions.labels(flow_name, record.outcome).inc()
             log_access(
                 "session",

@@ -36,8 +36,6 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
     from smart_transfer.server.settings import ServerSettings
 
     _check_s3(args)
-    if args.url_ttl < 1:
-        raise CliError("--url-ttl must be at least 1 second", EXIT_USAGE)
     if isinstance(args.allow_anonymous, str):
         raise CliError(f"${ENV_PREFIX}ALLOW_ANONYMOUS must be 1/true/yes or 0/false/no", EXIT_USAGE)
     names = [
@@ -52,6 +50,9 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         "forwarded_allow_ips",
     ]
     limits = {field: getattr(args, flag.lstrip("-").replace("-", "_")) for flag, _, _, _, field in LIMITS}
+    for flag, _, _, _, field in LIMITS:
+        if limits[field] < 0 or (limits[field] == 0 and flag != "--shutdown-grace"):
+            raise CliError(f"{flag} must be more than 0", EXIT_USAGE)
     return ServerSettings(
         root=Path(args.root),
         s3_prefix=args.s3_prefix or "",

@@ -117,5 +117,7 @@ def smart_router(state: ServerState) -> APIRouter:
         await session.fail(
             ProtocolError(ErrorCode.NO_SUCH_ROUTE, f"no session endpoint at /{path[:200]} (use /DATASET/pull or /push)")
         )
+        state.metrics.sessions.labels("none", ErrorCode.NO_SUCH_ROUTE.value).inc()
+        log_access("session", flow="none", path=f"/{path[:200]}", client=client_host(websocket), outcome="NoSuchRoute")
 
     return router

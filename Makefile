@@ -43,7 +43,8 @@ serve: install
 test: install node-deps
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
 
-# The long fault runs: clients killed at many random points, server killed mid-push, S3 outage, racing pushers.
+# The long fault runs: clients killed at many random points, server killed mid-push, S3 outage and S3 paused
+# (SIGSTOP) mid-transfer, racing pushers, replicas behind nginx (long pushes, SIGTERM of a replica).
 test-faults: install node-deps
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -m faults tests/faults $(PYTEST_ARGS)
 

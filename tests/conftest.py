@@ -219,3 +219,47 @@ def smart_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 @pytest.fixture
 def dataset_name() -> str:
     return f"ds-{secrets.token_hex(4)}"
+
+
+@dataclass
+class Balancer:
+    """A real nginx on 127.0.0.1 in front of server replicas (scripts/nginx-local.sh)."""
+
+    url: str
+    directory: Path
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(ROOT / "scripts" / "nginx-local.sh"), "stop", str(self.directory)], check=False)
+
+
+def start_balancer(directory: Path, replicas: list[ServerProcess], read_timeout: str = "2s") -> Balancer:
+    """nginx (installed if missing) with WebSocket upgrade and ``proxy_read_timeout read_timeout``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    upstreams = [replica.url.removeprefix("http://") for replica in replicas]
+    result = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "scripts" / "nginx-local.sh"),
+            "start",
+            str(directory),
+            str(port),
+            read_timeout,
+            *upstreams,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"nginx did not start: {result.stderr[-2000:]}")
+    return Balancer(result.stdout.strip().splitlines()[-1], directory)
+
+
+def start_replicas(root: Path, count: int, *extra: str) -> list[ServerProcess]:
+    """``count`` servers on one store (same bucket and prefix in ``extra``), each with its own index."""
+    replicas = [start_server(root / f"replica{i}", *extra) for i in range(count)]
+    for replica in replicas:
+        replica.backend = "s3"
+    return replicas

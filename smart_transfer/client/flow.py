@@ -6,22 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 import aiohttp
 
 from smart_transfer.client.errors import SmartTransferError
+from smart_transfer.client.settings import DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.transport import PullChannel, PushChannel
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, make_session
+from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
 from smart_transfer.transfer.mover import MoveResult, ObjectMover
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 #: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
 DEFAULT_PAGE_SIZE = 1000
-#: Seconds between keep-alives the client sends while objects move.
-PROGRESS_INTERVAL = 5.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,10 @@ class FlowOptions:
     page_size: int = DEFAULT_PAGE_SIZE
     limiter: RateLimiter | None = None
     progress: ProgressCallback | None = None
+    #: Bounds of every object transfer (connect, read, total by size, attempts).
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    #: Seconds between the client's keep-alives while objects move.
+    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
 
 
 @dataclass
@@ -115,42 +118,67 @@ Work = Callable[[aiohttp.ClientSession, ObjectFile, HttpRequest, Meter], Awaitab
 
 
 class KeepAlive:
-    """Tells the remote, every PROGRESS_INTERVAL seconds, how far the transfer is, for as long as the
-    flow works between two protocol steps (verifying, moving objects, committing locally)."""
+    """Tells the remote, every ``interval`` seconds, how far the transfer is, for as long as the flow
+    works between two protocol steps (verifying, moving objects, committing locally). When the
+    session ends under it (the server failed it or went away) while objects move, the flow stops at
+    once with the server's reason instead of moving objects nobody will commit."""
 
-    def __init__(self, channel: PullChannel | PushChannel) -> None:
+    def __init__(self, channel: PullChannel | PushChannel, interval: float) -> None:
         self.channel = channel
+        self.interval = interval
         self.meter: Meter | None = None
         self._task: asyncio.Task[None] | None = None
+        self._owner: asyncio.Task[object] | None = None
+        self._interruptible = False
+        self._failure: SmartTransferError | None = None
 
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(PROGRESS_INTERVAL)
-            meter = self.meter
-            await self.channel.keep_alive(meter.objects_done if meter else 0, meter.bytes_done if meter else 0)
+        try:
+            while True:
+                await asyncio.sleep(self.interval)
+                meter = self.meter
+                await self.channel.keep_alive(meter.objects_done if meter else 0, meter.bytes_done if meter else 0)
+        except SmartTransferError as exc:
+            self._failure = exc
+            if self._interruptible and self._owner is not None:
+                self._owner.cancel()
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """While in this block, a session that ends stops the flow (never around a local commit)."""
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
     async def __aenter__(self) -> KeepAlive:
+        self._owner = asyncio.current_task()
         self._task = asyncio.create_task(self._beat())
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         assert self._task is not None
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, SmartTransferError):
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        if self._failure is not None and exc_type is asyncio.CancelledError and self._owner is not None:
+            self._owner.uncancel()
+            raise self._failure
 
 
 async def move_objects(
     options: FlowOptions,
-    channel: PullChannel | PushChannel,
-    meter: Meter,
+    beat: KeepAlive,
     files: Sequence[ObjectFile],
     page_limit: int,
     work: Work,
 ) -> MoveResult:
-    """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel
-    (the caller keeps the session alive meanwhile: ``KeepAlive``)."""
-    async with make_session(options.parallel) as http:
+    """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel,
+    while ``beat`` keeps the session alive (its meter counts the progress)."""
+    meter = beat.meter
+    assert meter is not None
+    async with make_session(options.parallel, options.timeouts) as http:
 
         async def one(item: ObjectFile, request: HttpRequest) -> int:
             moved = await work(http, item, request, meter)
@@ -158,4 +186,6 @@ async def move_objects(
             return moved
 
         page_size = max(1, min(options.page_size, page_limit))
-        return await ObjectMover(channel.urls, one, parallel=options.parallel, page_size=page_size).move(files)
+        mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size)
+        with beat.interruptible():
+            return await mover.move(files)

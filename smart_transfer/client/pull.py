@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 
 import aiohttp
 
@@ -80,6 +81,7 @@ async def pull(
     local = await asyncio.to_thread(local_chain, dataset, tip)
     summary = TransferSummary("pull", dataset.name, remote.url, hash_text(local.head), hash_text(local.head))
     summary.protocol = transport.name
+    options = replace(options, timeouts=transport.object_timeouts(options.timeouts))
     async with transport.pull(remote) as channel:
         try:
             start = await channel.start(local, force)
@@ -93,7 +95,8 @@ async def pull(
             # the remote head is an older block of ours: nothing to pull, and force never drops our blocks
             await channel.finish()
             return _local_ahead(summary)
-        async with KeepAlive(channel) as beat:  # checks, downloads and the local commit take time
+        # checks, downloads and the local commit take time: keep the session alive meanwhile
+        async with KeepAlive(channel, options.keepalive_interval) as beat:
             base = await asyncio.to_thread(_attach_pulled, dataset, local, start, force)
             await _fetch_objects(workspace, dataset, beat, options, start, base, summary)
         await channel.finish()
@@ -138,14 +141,21 @@ async def _fetch_objects(
         async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
             ref = item.ref()
             verified = await download(
-                http, request, ref.physical_hash, ref.size, store.temp_path(), meter.add_bytes, limiter=options.limiter
+                http,
+                request,
+                ref.physical_hash,
+                ref.size,
+                store.temp_path(),
+                meter.add_bytes,
+                timeouts=options.timeouts,
+                limiter=options.limiter,
             )
             await asyncio.to_thread(store.adopt, dataset.object_key(ref), verified.temp_path)
             return verified.size
 
         files = [ObjectFile.of(r) for r in missing]
         beat.meter = Meter("pull", files, options.progress)
-        summary.moved(await move_objects(options, beat.channel, beat.meter, files, start.page_limit, fetch))
+        summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
     finally:
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)

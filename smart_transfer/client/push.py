@@ -6,6 +6,7 @@ is unchanged; a re-run skips what was already uploaded."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -63,6 +64,7 @@ async def push(
     tip = await asyncio.to_thread(dataset.require_tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
     expected = await asyncio.to_thread(workspace.index.remote_head, dataset.name, remote.url)
+    options = replace(options, timeouts=transport.object_timeouts(options.timeouts))
     for _ in range(MAX_STALE_HEAD_RETRIES):
         try:
             return await _push_once(workspace, transport, options, remote, dataset, local, expected, force)
@@ -90,9 +92,10 @@ async def _push_once(
 ) -> TransferSummary:
     assert local.tip is not None
     tip = local.tip
-    guess = await asyncio.to_thread(
-        local_bundle, dataset, tip, expected if expected and local.contains(expected) else None
-    )
+    # The plan bounds what the blocks tarball may expand to on the server: without force the blocks
+    # sent are exactly those after the expected head; a forced push may send any part of the chain.
+    after = expected if expected and local.contains(expected) and not force else None
+    guess = await asyncio.to_thread(local_bundle, dataset, tip, after)
     refs = guess.objects()
     plan = TransferPlan(num_blocks=len(guess.blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
     async with transport.push(remote) as channel:
@@ -108,7 +111,8 @@ async def _push_once(
             common = dataset.hash_at(tip.sequence_number - 1) if tip.sequence_number > 0 else None
         bundle = await asyncio.to_thread(local_bundle, dataset, tip, common)
         page_limit = await channel.send_blocks(bundle)
-        async with KeepAlive(channel) as beat:  # hashing and uploads take time; the commit is the server's
+        # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
+        async with KeepAlive(channel, options.keepalive_interval) as beat:
             files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle)
             beat.meter = Meter("push", files, options.progress)
             summary.moved(await _upload(workspace, dataset, beat, options, files, page_limit))
@@ -132,7 +136,8 @@ async def _upload(
 
     async def send(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
         path: Path = store.path_of(dataset.object_key(item.ref()))
-        return await upload(http, request, item.physical_hash, path, meter.add_bytes, limiter=options.limiter)
+        return await upload(
+            http, request, item.physical_hash, path, meter.add_bytes, timeouts=options.timeouts, limiter=options.limiter
+        )
 
-    assert beat.meter is not None
-    return await move_objects(options, beat.channel, beat.meter, files, page_limit, send)
+    return await move_objects(options, beat, files, page_limit, send)

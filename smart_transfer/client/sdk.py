@@ -26,13 +26,14 @@ from smart_transfer.client.flow import DEFAULT_PAGE_SIZE, FlowOptions, ProgressC
 from smart_transfer.client.pull import pull as pull_flow
 from smart_transfer.client.push import push as push_flow
 from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.simple import SimpleTransport
 from smart_transfer.client.smart import SmartTransport
 from smart_transfer.client.transport import Transport
 from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, TransferFailed
+from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, TransferFailed
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 log = logging.getLogger("smart_transfer.client")
@@ -75,18 +76,34 @@ class Client:
         protocol: str = "smart",
         fallback: bool = True,
         warn: Callable[[str], None] | None = None,
+        timeouts: Timeouts | None = None,
+        answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
+        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
     ) -> None:
+        """``timeouts`` bound every object transfer (connect, no byte for ``read`` seconds, a total
+        by size, attempts); ``answer_timeout`` bounds every wait for the server's answer;
+        ``keepalive_interval`` is how often a session says it is alive while objects move."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
         if parallel < 1 or page_size < 1:
             raise ValueError("parallel and page_size must be at least 1")
+        if answer_timeout <= 0 or keepalive_interval <= 0:
+            raise ValueError("answer_timeout and keepalive_interval must be positive")
         self.workspace = workspace
         self.token = token
         self.protocol = protocol
         self.fallback = fallback
         self.warn = warn or log.warning
+        self.answer_timeout = answer_timeout
         limiter = RateLimiter(limit_rate) if limit_rate else None
-        self.options = FlowOptions(parallel=parallel, page_size=page_size, limiter=limiter, progress=progress)
+        self.options = FlowOptions(
+            parallel=parallel,
+            page_size=page_size,
+            limiter=limiter,
+            progress=progress,
+            timeouts=(timeouts or Timeouts()).limited(limit_rate, parallel),
+            keepalive_interval=keepalive_interval,
+        )
 
     async def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:
         """Bring the local dataset up to the remote head. Raises SmartTransferError (RemoteError,
@@ -109,16 +126,26 @@ class Client:
     async def _run(self, operation: Operation) -> TransferSummary:
         """The chosen protocol, waiting out Busy answers; when direct storage transfers fail for
         network reasons, the same operation again over the simple protocol through the server."""
-        parallel = self.options.parallel
+        parallel, timeouts = self.options.parallel, self.options.timeouts
+
+        def simple(redirect: bool = True) -> SimpleTransport:
+            return SimpleTransport(
+                self.token, parallel, redirect, timeouts=timeouts, answer_timeout=self.answer_timeout
+            )
+
         if self.protocol == "simple":
-            return await self._when_not_busy(operation, SimpleTransport(self.token, parallel))
+            return await self._when_not_busy(operation, simple())
         try:
-            return await self._when_not_busy(operation, SmartTransport(self.token))
+            return await self._when_not_busy(
+                operation, SmartTransport(self.token, self.answer_timeout, timeouts.connect)
+            )
         except TransferFailed as exc:
+            # a store that could not be reached may be reachable through the server; one that stopped
+            # answering would keep the server waiting the same way, so that is reported at once
             if not (exc.network and self.fallback):
                 raise
             self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
-            return await self._when_not_busy(operation, SimpleTransport(self.token, parallel, redirect=False))
+            return await self._when_not_busy(operation, simple(redirect=False))
 
     async def _when_not_busy(self, operation: Operation, transport: Transport) -> TransferSummary:
         """Run ``operation``; when the server answers Busy, wait as it asks (doubling, with jitter) and

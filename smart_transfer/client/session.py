@@ -13,18 +13,16 @@ from websockets.typing import Subprotocol
 
 from smart_transfer.client.errors import LocalError, RemoteError, SmartTransferError, from_protocol
 from smart_transfer.client.remote import redact
+from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol.connection import Connection, PeerError
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.flows import Sender
 from smart_transfer.protocol.messages import Message, MetadataTarball, Progress
+from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT
 
 #: Largest frame the client accepts from the server (metadata tarballs of big chains).
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
-#: Seconds to wait for any one answer from the server (keep-alives reset it).
-DEFAULT_ANSWER_TIMEOUT = 300.0
-#: Seconds to wait for the connection to open.
-DEFAULT_CONNECT_TIMEOUT = 15.0
 #: Seconds the server may take to answer our close frame.
 CLOSE_TIMEOUT = 5.0
 HANDSHAKE_CODES = {
@@ -32,6 +30,7 @@ HANDSHAKE_CODES = {
     403: ErrorCode.FORBIDDEN,
     404: ErrorCode.NO_SUCH_ROUTE,
     429: ErrorCode.BUSY,
+    503: ErrorCode.BUSY,  # the server's connection limit
 }
 
 M = TypeVar("M", bound=Message | MetadataTarball)

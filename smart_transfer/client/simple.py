@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import TypeVar
 
 import aiohttp
@@ -14,6 +15,7 @@ import orjson
 
 from smart_transfer.client.errors import LocalError, RemoteError, from_protocol
 from smart_transfer.client.remote import RemoteDataset, redact
+from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.walk import walk_chain_async
@@ -21,7 +23,7 @@ from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, make_session
+from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
 
 #: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
 SIMPLE_PAGE_SIZE = 1000
@@ -200,17 +202,35 @@ class SimpleTransport(Transport):
 
     name = "simple"
 
-    def __init__(self, token: str | None = None, parallel: int = DEFAULT_PARALLEL, redirect: bool = True) -> None:
+    def __init__(
+        self,
+        token: str | None = None,
+        parallel: int = DEFAULT_PARALLEL,
+        redirect: bool = True,
+        *,
+        timeouts: Timeouts | None = None,
+        answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
+    ) -> None:
         self.token = token
         self.parallel = parallel
         self.redirect = redirect
+        self.timeouts = timeouts or Timeouts()
+        self.answer_timeout = answer_timeout
+
+    def object_timeouts(self, timeouts: Timeouts) -> Timeouts:
+        # objects go through the server, which answers an upload only once it stored it
+        return replace(timeouts, read=max(timeouts.read, self.answer_timeout))
+
+    def _http(self) -> aiohttp.ClientSession:
+        """REST calls wait for the server's answer (not storage's) up to the answer timeout."""
+        return make_session(self.parallel, self.object_timeouts(self.timeouts))
 
     @asynccontextmanager
     async def pull(self, remote: RemoteDataset) -> AsyncIterator[PullChannel]:
-        async with make_session(self.parallel) as http:
+        async with self._http() as http:
             yield SimplePull(RestClient(http, remote, self.token, self.redirect))
 
     @asynccontextmanager
     async def push(self, remote: RemoteDataset) -> AsyncIterator[PushChannel]:
-        async with make_session(self.parallel) as http:
+        async with self._http() as http:
             yield SimplePush(RestClient(http, remote, self.token, self.redirect), self.parallel)

@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 
 from smart_transfer.client.errors import LocalError, SmartTransferError, from_protocol
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.session import DEFAULT_ANSWER_TIMEOUT, ClientSession
+from smart_transfer.client.session import ClientSession
+from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import hash_text
@@ -33,6 +34,8 @@ from smart_transfer.protocol.messages import (
     TransferPlan,
 )
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
+from smart_transfer.transfer.errors import TransferFailed
+from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT
 
 
 def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> None:
@@ -125,17 +128,33 @@ class SmartTransport(Transport):
 
     name = "smart"
 
-    def __init__(self, token: str | None = None, answer_timeout: float = DEFAULT_ANSWER_TIMEOUT) -> None:
+    def __init__(
+        self,
+        token: str | None = None,
+        answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
         self.token = token
         self.answer_timeout = answer_timeout
+        self.connect_timeout = connect_timeout
 
     @asynccontextmanager
     async def _session(self, remote: RemoteDataset, flow: str) -> AsyncIterator[ClientSession]:
-        session = await ClientSession.open(remote.ws_url(flow), flow, self.token, answer_timeout=self.answer_timeout)
+        session = await ClientSession.open(
+            remote.ws_url(flow),
+            flow,
+            self.token,
+            answer_timeout=self.answer_timeout,
+            connect_timeout=self.connect_timeout,
+        )
         try:
             yield session
         except SmartTransferError as exc:
             await session.fail(exc)  # says why to a server still listening (a no-op after its own Error)
+            raise
+        except TransferFailed as exc:
+            code = ErrorCode.UNREACHABLE if exc.network or exc.stalled else ErrorCode.INTERNAL
+            await session.fail(LocalError(code, f"object transfer failed: {exc}"))
             raise
         except BaseException:
             await session.fail(LocalError(ErrorCode.INTERNAL, "the client stopped"))

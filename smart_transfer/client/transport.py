@@ -13,6 +13,7 @@ from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.sync.bundle import Bundle
+from smart_transfer.transfer.limits import Timeouts
 
 #: Per object of a page: the request that moves it, or None when nothing needs to move (skip).
 Urls = list[tuple[ObjectFile, HttpRequest | None]]
@@ -97,6 +98,10 @@ class Transport(ABC):
 
     #: "smart" or "simple" (reported in summaries).
     name: str
+
+    def object_timeouts(self, timeouts: Timeouts) -> Timeouts:
+        """The bounds of object transfers over this transport (storage's own, by default)."""
+        return timeouts
 
     @abstractmethod
     def pull(self, remote: RemoteDataset) -> AbstractAsyncContextManager[PullChannel]:

@@ -10,6 +10,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 
 from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.simple import RestClient
 from smart_transfer.client.transport import LocalChain
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs, objects_of, validate_chain
@@ -17,7 +18,7 @@ from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.layout import block_key
 from smart_transfer.storage.digest import digest_file
-from smart_transfer.transfer.http import make_session
+from smart_transfer.transfer.http import Timeouts, make_session
 
 
 @dataclass
@@ -104,7 +105,7 @@ async def compare_remote(
     report.remote = remote.url
     local_seq = {b.hash: b.block.sequence_number for b in blocks}
     local_tip_seq = len(blocks) - 1
-    async with make_session(4) as http:
+    async with make_session(4, Timeouts(read=DEFAULT_ANSWER_TIMEOUT)) as http:  # the server answers
         rest = RestClient(http, remote, token, redirect=True)
         head = await rest.head()
         report.remote_head = str(head) if head is not None else None

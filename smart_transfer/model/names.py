@@ -12,7 +12,7 @@ DATASET_NAME_PATTERN = r"^[A-Za-z0-9]+(?:[-._][A-Za-z0-9]+)*$"
 _NAME = re.compile(DATASET_NAME_PATTERN)
 MAX_NAME_LENGTH = 100
 #: Names the server uses for its own routes and keys.
-RESERVED_NAMES = frozenset({"_store", "_index", "docs", "openapi.json", "redoc"})
+RESERVED_NAMES = frozenset({"_store", "_index", "docs", "openapi.json", "redoc", "healthz", "readyz", "metrics"})
 
 
 class DatasetName(str):

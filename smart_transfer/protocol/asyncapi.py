@@ -16,6 +16,7 @@ from smart_transfer.model.schema import block_schemas, manifest_schemas
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
 from smart_transfer.protocol.connection import (
+    CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_NORMAL,
@@ -211,6 +212,7 @@ def build_document() -> dict[str, Any]:
 CLOSE_CODES = {
     CLOSE_NORMAL: "the session ended as the table says (after DatasetPullComplete, DatasetPushCompleteConfirmed, "
     "or in answer to the peer's Error)",
+    CLOSE_GOING_AWAY: "an Error: ShuttingDown, the server is stopping (run the operation again)",
     CLOSE_POLICY_VIOLATION: "an Error the peer caused (bad or misplaced message, refused request)",
     CLOSE_MESSAGE_TOO_BIG: "an Error: a frame was over the limit (MessageTooLarge)",
     CLOSE_INTERNAL_ERROR: "an Error the server caused (Internal, StorageUnavailable)",

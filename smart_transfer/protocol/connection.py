@@ -31,9 +31,10 @@ from smart_transfer.protocol.errors import (
 from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
 from smart_transfer.protocol.messages import MAX_ERROR_TEXT, AnyMessage, Error, Message, MetadataTarball
 
-#: Close codes (RFC 6455): done; the peer broke the protocol or a rule; a frame too big; the server
-#: failed; busy, try again later.
+#: Close codes (RFC 6455): done; the server is going away (shutting down); the peer broke the
+#: protocol or a rule; a frame too big; the server failed; busy, try again later.
 CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY_VIOLATION = 1008
 CLOSE_MESSAGE_TOO_BIG = 1009
 CLOSE_INTERNAL_ERROR = 1011
@@ -79,6 +80,8 @@ def close_code_of(code: ErrorCode) -> int:
     """The close code that ends a session failed with ``code``: whose fault it was."""
     if code is ErrorCode.BUSY:
         return CLOSE_TRY_AGAIN_LATER
+    if code is ErrorCode.SHUTTING_DOWN:
+        return CLOSE_GOING_AWAY
     if code is ErrorCode.MESSAGE_TOO_LARGE:
         return CLOSE_MESSAGE_TOO_BIG
     return CLOSE_INTERNAL_ERROR if code in SERVER_FAULTS else CLOSE_POLICY_VIOLATION

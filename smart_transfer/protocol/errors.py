@@ -44,6 +44,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "Unauthorized"
     FORBIDDEN = "Forbidden"
     BUSY = "Busy"
+    SHUTTING_DOWN = "ShuttingDown"  # the server is stopping (SIGTERM): run it again, e.g. on another replica
     TIMEOUT = "Timeout"
     UNREACHABLE = "Unreachable"  # client side only: the server or storage could not be reached
     INTERNAL = "Internal"
@@ -78,6 +79,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.BUSY: 429,
+    ErrorCode.SHUTTING_DOWN: 503,
     ErrorCode.TIMEOUT: 408,
     ErrorCode.UNREACHABLE: 502,
     ErrorCode.INTERNAL: 500,
@@ -85,7 +87,14 @@ HTTP_STATUS: dict[ErrorCode, int] = {
 
 #: Errors after which retrying the same operation later may succeed.
 RETRYABLE = frozenset(
-    {ErrorCode.UNREACHABLE, ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.BUSY, ErrorCode.TIMEOUT, ErrorCode.INTERNAL}
+    {
+        ErrorCode.UNREACHABLE,
+        ErrorCode.STORAGE_UNAVAILABLE,
+        ErrorCode.BUSY,
+        ErrorCode.SHUTTING_DOWN,
+        ErrorCode.TIMEOUT,
+        ErrorCode.INTERNAL,
+    }
 )
 #: Errors meaning the histories or the grants refuse the operation: the CLI exits 3 for these.
 REJECTIONS = frozenset(

@@ -169,7 +169,9 @@ class DatasetPullComplete(Message):
 
 
 class DatasetPushRequest(Message):
-    """Client: I will push on top of ``current_head`` (None: the dataset is new)."""
+    """Client: I will push on top of ``current_head`` (None: the dataset is new). ``transfer_plan``
+    is an upper bound of what follows: the blocks tarball may carry no more blocks than it names,
+    and expand to no more than those blocks and the manifests among its objects can take."""
 
     type: Literal["DatasetPushRequest"] = "DatasetPushRequest"
     current_head: HashText | None = None

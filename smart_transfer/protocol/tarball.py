@@ -23,6 +23,8 @@ DEFAULT_MAX_EXPANDED_BYTES = 1024 * 1024 * 1024
 MAX_MANIFESTS = 100_000
 #: gzip level: fast; blocks are small JSON that compresses well even at level 1.
 COMPRESSION_LEVEL = 1
+#: A tar header, and the unit entries are padded to.
+TAR_BLOCK = 512
 
 
 MANIFEST_PREFIX = "manifest-"
@@ -54,52 +56,93 @@ def pack_blocks(blocks: Iterable[tuple[Multihash, bytes]], manifests: Iterable[t
     return buffer.getvalue()
 
 
+def expanded_bound(num_blocks: int, num_objects: int, bytes_in_objects: int) -> int:
+    """Most bytes a tarball may expand to when it carries at most ``num_blocks`` blocks and, among
+    ``num_objects`` objects of ``bytes_in_objects`` bytes in all, their checkpoint manifests: a header
+    and padding per entry, blocks at their size limit, manifests within the declared object bytes,
+    the end-of-archive record. Never more than DEFAULT_MAX_EXPANDED_BYTES."""
+    entries = max(num_blocks, 0) + max(num_objects, 0)
+    manifests = min(max(bytes_in_objects, 0), max(num_objects, 0) * MAX_MANIFEST_BYTES)
+    bound = entries * 2 * TAR_BLOCK + max(num_blocks, 0) * MAX_BLOCK_BYTES + manifests + tarfile.RECORDSIZE
+    return min(bound, DEFAULT_MAX_EXPANDED_BYTES)
+
+
+class _CappedGunzip(io.RawIOBase):
+    """Decompresses gzip as it is read, refusing to produce more than ``limit`` bytes: a bomb costs
+    at most ``limit`` bytes of inflating, and the tar headers are checked as they come."""
+
+    def __init__(self, data: bytes, limit: int) -> None:
+        self._gzip = gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb")
+        self._limit = limit
+        self.produced = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        wanted = self._limit + 1 - self.produced if size < 0 else min(size, self._limit + 1 - self.produced)
+        chunk = self._gzip.read(max(wanted, 1))
+        self.produced += len(chunk)
+        if self.produced > self._limit:
+            raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"metadata tarball expands beyond {self._limit} bytes")
+        return chunk
+
+    def drain(self) -> None:
+        """Read what follows the archive (within the limit): a tarball is all of its frame."""
+        while self.read(1024 * 1024):
+            pass
+
+
 def unpack_blocks(
     data: bytes, max_blocks: int = DEFAULT_MAX_BLOCKS, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES
 ) -> MetadataBundle:
-    """The blocks (in order) and manifests of a tarball, each checked against the hash it is named by."""
+    """The blocks (in order) and manifests of a tarball, each checked against the hash it is named by.
+    The tar is read as a stream: each entry's declared size is checked against the block or manifest
+    limit before any of its content is inflated, and inflating stops at ``max_expanded_bytes``."""
     bundle = MetadataBundle()
     try:
-        raw = _gunzip(data, max_expanded_bytes)
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+        source = _CappedGunzip(data, max_expanded_bytes)
+        with tarfile.open(fileobj=source, mode="r|") as tar:
             for index, member in enumerate(tar):
-                if index >= max_blocks + MAX_MANIFESTS:
-                    raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball has more than {max_blocks} blocks")
-                is_manifest = member.name.startswith(MANIFEST_PREFIX)
-                limit = MAX_MANIFEST_BYTES if is_manifest else MAX_BLOCK_BYTES
-                if not member.isfile() or member.size > limit:
-                    raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball entry {member.name[:80]!r} is not a block")
-                if is_manifest:
-                    hash_text = member.name[len(MANIFEST_PREFIX) :]
-                else:
-                    position, _, hash_text = member.name.partition("-")
-                    if position != f"{len(bundle.blocks):09d}" or bundle.manifests:
-                        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball entry {index} is out of order")
-                entry_hash = Multihash.parse(hash_text)
-                source = tar.extractfile(member)
-                assert source is not None
-                content = source.read()
-                if not entry_hash.matches(content):
-                    what = "manifest" if is_manifest else "block"
-                    raise ProtocolError(
-                        ErrorCode.INVALID_BLOCKS,
-                        f"{what} {entry_hash} does not match its hash",
-                        InvalidBlocksDetails(**{what: hash_text}),
-                    )
-                if is_manifest:
-                    bundle.manifests[entry_hash] = content
-                else:
-                    bundle.blocks.append((entry_hash, content))
+                _check_member(bundle, index, member, max_blocks)
+                entry = tar.extractfile(member)
+                assert entry is not None  # a regular file (checked above)
+                _add_entry(bundle, member.name, entry.read())
+        source.drain()
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile, InvalidMultihash) as exc:
         raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"metadata tarball is malformed: {exc}") from None
     return bundle
 
 
-def _gunzip(data: bytes, limit: int) -> bytes:
-    out = io.BytesIO()
-    with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz:
-        while chunk := gz.read(1024 * 1024):
-            out.write(chunk)
-            if out.tell() > limit:
-                raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"metadata tarball expands beyond {limit} bytes")
-    return out.getvalue()
+def _check_member(bundle: MetadataBundle, index: int, member: tarfile.TarInfo, max_blocks: int) -> None:
+    """Refuse an entry by its header alone: too many, not a file, over its size limit, out of order."""
+    if index >= max_blocks + MAX_MANIFESTS:
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball has more than {max_blocks} blocks")
+    is_manifest = member.name.startswith(MANIFEST_PREFIX)
+    limit = MAX_MANIFEST_BYTES if is_manifest else MAX_BLOCK_BYTES
+    if not member.isfile() or member.size > limit:
+        raise ProtocolError(
+            ErrorCode.INVALID_BLOCKS,
+            f"tarball entry {member.name[:80]!r} is not a block (declares {member.size} bytes; at most {limit})",
+        )
+    if not is_manifest:
+        position = member.name.partition("-")[0]
+        if position != f"{len(bundle.blocks):09d}" or bundle.manifests:
+            raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball entry {index} is out of order")
+
+
+def _add_entry(bundle: MetadataBundle, name: str, content: bytes) -> None:
+    is_manifest = name.startswith(MANIFEST_PREFIX)
+    hash_text = name[len(MANIFEST_PREFIX) :] if is_manifest else name.partition("-")[2]
+    entry_hash = Multihash.parse(hash_text)
+    if not entry_hash.matches(content):
+        what = "manifest" if is_manifest else "block"
+        raise ProtocolError(
+            ErrorCode.INVALID_BLOCKS,
+            f"{what} {entry_hash} does not match its hash",
+            InvalidBlocksDetails(**{what: hash_text}),
+        )
+    if is_manifest:
+        bundle.manifests[entry_hash] = content
+    else:
+        bundle.blocks.append((entry_hash, content))

@@ -39,6 +39,17 @@ class RepositoryIndex:
     def close(self) -> None:
         self._db.close()
 
+    def check(self) -> None:
+        """Raise RepositoryError unless the index can be written and read back (a readiness probe)."""
+        probe = b"\0probe"
+        try:
+            self._db[probe] = b"1"
+            ok = self._db.get(probe) == b"1"
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise RepositoryError(f"the index is not usable: {exc}") from None
+        if not ok:
+            raise RepositoryError("the index did not read back what was written")
+
     def tip(self, dataset: DatasetName) -> ChainTip | None:
         raw = self._db.get(_key(dataset, "tip"))
         if raw is None:

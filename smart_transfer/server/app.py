@@ -19,9 +19,11 @@ from smart_transfer.model import ModelError
 from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails, ProtocolError
 from smart_transfer.repo import Repository, RepositoryError
 from smart_transfer.server import rest_read, rest_write
+from smart_transfer.server.access import AccessLog
 from smart_transfer.server.auth import Access, AuthError
 from smart_transfer.server.errors import http_error_handler, typed_error_handler, validation_error_handler
 from smart_transfer.server.limits import Busy
+from smart_transfer.server.ops_routes import ops_router
 from smart_transfer.server.rest_common import ErrorBody, error_responses
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
@@ -59,6 +61,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.smart_transfer = state
+    app.add_middleware(AccessLog, metrics=state.metrics)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler(lambda path: _allowed_methods(app, path)))
     # each typed error by its class: Starlette re-raises (and logs) whatever reaches the catch-all
@@ -67,6 +70,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     if embedded is not None:
         app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
+    app.include_router(ops_router(state))  # before GET /{dataset}: these names are reserved
 
     @app.get(
         "/",

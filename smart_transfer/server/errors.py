@@ -66,6 +66,8 @@ def error_response(error: ProtocolError) -> JSONResponse:
         headers["Content-Range"] = f"bytes */{error.details.size}"
     if isinstance(error.details, MethodNotAllowedDetails):
         headers["Allow"] = ", ".join(error.details.allowed)
+    if error.code is ErrorCode.SHUTTING_DOWN:
+        headers["Connection"] = "close"  # the next request goes to a new connection: another replica
     body = {"error": {"code": error.code.value, "message": error.message, "details": error.details_dict()}}
     return JSONResponse(body, status_code=error.status, headers=headers)
 

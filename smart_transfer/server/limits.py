@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -20,24 +20,31 @@ class Busy(Exception):
 class ConcurrencyLimit:
     """At most ``total`` holders at once, and at most ``per_subject`` for one subject."""
 
-    def __init__(self, what: str, total: int, per_subject: int, retry_after: int) -> None:
+    def __init__(
+        self, what: str, total: int, per_subject: int, retry_after: int, on_busy: Callable[[], None] | None = None
+    ) -> None:
         self.what = what
         self.total = total
         self.per_subject = per_subject
         self.retry_after = retry_after
+        self.on_busy = on_busy
         self._lock = threading.Lock()
         self._by_subject: Counter[str] = Counter()
         self._active = 0
 
+    def _busy(self, message: str) -> Busy:
+        if self.on_busy is not None:
+            self.on_busy()
+        return Busy(message, self.retry_after)
+
     @contextmanager
     def hold(self, subject: str) -> Iterator[None]:
+        """One slot for ``subject`` while the block runs; Busy when none is free."""
         with self._lock:
             if self._active >= self.total:
-                raise Busy(
-                    f"server busy: {self._active} {self.what} in progress (limit {self.total})", self.retry_after
-                )
+                raise self._busy(f"server busy: {self._active} {self.what} in progress (limit {self.total})")
             if self._by_subject[subject] >= self.per_subject:
-                raise Busy(f"{subject} already has {self.per_subject} {self.what} in progress", self.retry_after)
+                raise self._busy(f"{subject} already has {self.per_subject} {self.what} in progress")
             self._active += 1
             self._by_subject[subject] += 1
         try:

@@ -24,6 +24,7 @@ from smart_transfer.protocol.tarball import pack_blocks
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.state import ServerState
 from smart_transfer.sync.plan import PullPlan, plan_pull
 
 
@@ -46,8 +47,9 @@ def _plan(dataset: DatasetRepository, request: DatasetPullRequest) -> PullPlan:
     )
 
 
-async def run_pull(session: ServerSession, dataset: DatasetRepository, settings: ServerSettings) -> None:
+async def run_pull(session: ServerSession, dataset: DatasetRepository, server: ServerState) -> None:
     """Drive one pull session to its end (errors propagate to the caller, which reports them)."""
+    settings = server.settings
     request = await session.expect(DatasetPullRequest)
     plan = await asyncio.to_thread(_plan, dataset, request)
     await session.send(
@@ -70,6 +72,7 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, settings:
         ):
             check_page(message.object_files, settings)
             transfers = await asyncio.to_thread(_presign_downloads, dataset, message.object_files, settings)
+            server.metrics.urls_signed.labels("GET").inc(len(transfers))
             await session.send(DatasetPullObjectsTransferResponse(object_transfers=transfers))
     await session.close()
 

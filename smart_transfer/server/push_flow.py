@@ -28,10 +28,12 @@ from smart_transfer.protocol.messages import (
     PushObjectTransfer,
     SkipUpload,
 )
+from smart_transfer.protocol.tarball import expanded_bound
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.pull_flow import check_page
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.state import ServerState
 from smart_transfer.storage import ObjectInfo
 from smart_transfer.storage.digest import md5_hex_from_base64
 from smart_transfer.sync.attach import attach, check_expected_head, last_common
@@ -67,8 +69,10 @@ def _accept(dataset: DatasetRepository, request: DatasetPushRequest) -> tuple[Pu
 
 
 def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRequest, data: bytes) -> None:
-    """Decode and check the pushed bundle on top of the chain it attaches to (worker thread)."""
-    bundle = bundle_from_tarball(data)
+    """Decode and check the pushed bundle on top of the chain it attaches to (worker thread). The
+    tarball may expand to no more than the request's transfer plan declared."""
+    plan = request.transfer_plan
+    bundle = bundle_from_tarball(data, expanded_bound(plan.num_blocks, plan.num_objects, plan.bytes_in_objects))
     state.base = attach(state.remote_tip, bundle.blocks, request.force_update_if_diverged, dataset.chain_tip_at)
     state.bundle = bundle
     state.required = {(r.kind, r.physical_hash): r for r in bundle.objects()}
@@ -142,8 +146,9 @@ async def _with_keep_alive(session: ServerSession, work: Awaitable[T], interval:
             await beating
 
 
-async def run_push(session: ServerSession, dataset: DatasetRepository, settings: ServerSettings) -> None:
+async def run_push(session: ServerSession, dataset: DatasetRepository, server: ServerState) -> None:
     """Drive one push session to its end (errors propagate to the caller, which reports them)."""
+    settings = server.settings
     request = await session.expect(DatasetPushRequest)
     state, accepted = await asyncio.to_thread(_accept, dataset, request)
     await session.send(accepted)
@@ -166,6 +171,7 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, settings:
     ):
         check_page(message.object_files, settings)
         transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, settings)
+        server.metrics.urls_signed.labels("PUT").inc(sum(isinstance(t.transfer, HttpUpload) for t in transfers))
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
     skipped_blocks = await writing
     committing = asyncio.to_thread(_verify_and_commit, dataset, state, skipped_blocks)

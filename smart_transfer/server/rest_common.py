@@ -15,7 +15,7 @@ from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, details_model
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
-from smart_transfer.server.state import ServerState
+from smart_transfer.server.state import ServerState, limit_subject
 
 DatasetParam = Annotated[
     str,
@@ -53,12 +53,14 @@ State = Annotated[ServerState, Depends(server_state)]
 
 
 async def guard(request: Request) -> AsyncIterator[None]:
-    """Every route: the token must grant read (GET/HEAD) or write (PUT) on the dataset, and the request
-    takes one of the concurrency slots (global and per subject) while it runs."""
+    """Every route: the server must not be shutting down, the token must grant read (GET/HEAD) or
+    write (PUT) on the dataset, and the request takes one of the concurrency slots (global, and per
+    token subject or, for anonymous clients, per address) while it runs."""
     state = server_state(request)
+    state.refuse_if_draining()
     access = Access.READ if request.method in ("GET", "HEAD") else Access.WRITE
     grant = state.authorizer.check(request.headers.get("authorization"), request.path_params.get("dataset", ""), access)
-    with state.requests.hold(grant.subject if grant is not None else "anonymous"):
+    with state.requests.hold(limit_subject(grant, request.client.host if request.client else None)):
         yield
 
 
@@ -73,7 +75,7 @@ def object_kind(kind: str) -> ObjectKind:
 def error_responses(*codes: ErrorCode) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for routes that may answer ``codes`` (and the guard's 401/403/429)."""
     by_status: dict[int, list[ErrorCode]] = {}
-    for code in (*codes, ErrorCode.UNAUTHORIZED, ErrorCode.FORBIDDEN, ErrorCode.BUSY):
+    for code in (*codes, ErrorCode.UNAUTHORIZED, ErrorCode.FORBIDDEN, ErrorCode.BUSY, ErrorCode.SHUTTING_DOWN):
         by_status.setdefault(HTTP_STATUS[code], []).append(code)
     return {
         status: {

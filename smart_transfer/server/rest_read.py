@@ -228,6 +228,7 @@ async def read_object(
         return Response(status_code=304, headers=headers)
     if redirect and repo.store.supports_presigning and not repo.store.served_by_owner:
         signed = await run(repo.store.presign_get, key, state.settings.url_ttl_seconds)
+        state.metrics.urls_signed.labels("GET").inc()
         return RedirectResponse(signed.url, status_code=307, headers={"Cache-Control": "no-store"})
     span = byte_range(range_header, size)
     start, end = span if span is not None else (0, size - 1)

@@ -1,18 +1,83 @@
-"""Run the server: bind first (so ``--port 0`` works and the URL is known), then serve with uvicorn."""
+"""Run the server: bind first (so ``--port 0`` works and the URL is known), then serve with uvicorn
+until SIGTERM or SIGINT, then drain: stop accepting, let running sessions and requests finish for
+up to the grace period, end the rest with ShuttingDown, exit. A second signal exits at once."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 import sys
+import time
+from types import FrameType
 
 import uvicorn
 
 from smart_transfer.server.app import create_app
+from smart_transfer.server.connections import bounded_http_protocol
+from smart_transfer.server.logs import configure_logging
 from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.state import ServerState
+
+log = logging.getLogger("smart_transfer.server")
+#: Seconds the sessions ended at the end of the grace period get to send their Error and close.
+END_SESSIONS_SECONDS = 5.0
+#: Seconds a WebSocket peer may take to answer a ping before the connection is dropped.
+WS_PING_TIMEOUT_SECONDS = 60.0
+#: How often the drain looks whether everything finished.
+DRAIN_POLL_SECONDS = 0.05
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, with a drain on the first SIGTERM/SIGINT instead of closing at once."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState) -> None:
+        super().__init__(config)
+        self.state = state
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # (not uvicorn's: it would re-raise the signal after the drain; a drained server exits 0)
+        if self.state.draining or self._loop is None:
+            self.should_exit = self.force_exit = True  # a second signal: stop now
+            return
+        self.state.begin_drain()
+        self._loop.call_soon_threadsafe(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self._drain = asyncio.ensure_future(self.drain())
+
+    def _busy(self) -> bool:
+        state = self.state
+        return state.sessions.active > 0 or state.requests.active > 0
+
+    async def drain(self) -> None:
+        """Stop accepting; wait for running work up to the grace period; end what is left."""
+        grace = self.state.settings.shutdown_grace_seconds
+        log.warning("shutting down: running sessions get up to %g s to finish", grace)
+        for server in self.servers:
+            server.close()  # stop accepting: a balancer's next connect goes to another replica
+        # Kept-alive connections stay open: requests on them are answered ShuttingDown (Connection:
+        # close), except the embedded store's, which running sessions still need.
+        deadline = time.monotonic() + grace
+        while self._busy() and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_POLL_SECONDS)
+        if self._busy():
+            log.warning("grace period over: ending %d running session(s)", self.state.sessions.active)
+            self.state.end_sessions()
+            deadline = time.monotonic() + END_SESSIONS_SECONDS
+            while self._busy() and time.monotonic() < deadline:
+                await asyncio.sleep(DRAIN_POLL_SECONDS)
+        self.should_exit = True
 
 
 def serve(settings: ServerSettings) -> None:
-    """Bind, announce where the server listens (one line on stdout), then serve until interrupted."""
+    """Bind, announce where the server listens (one line on stdout), then serve until stopped."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -23,19 +88,28 @@ def serve(settings: ServerSettings) -> None:
         raise OSError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}") from None
     sock.listen(2048)
     port = sock.getsockname()[1]
+    configure_logging(settings.log_format, settings.error_log_rate)
     app = create_app(settings, port)
-    state = app.state.smart_transfer
+    state: ServerState = app.state.smart_transfer
     print(f"smart-transfer: listening on {state.base_url} (store: {state.repository.store.describe()})", flush=True)
     config = uvicorn.Config(
         app,
-        log_level="warning",
+        http=bounded_http_protocol(
+            settings.header_timeout_seconds, settings.max_connections, settings.busy_retry_after_seconds, state.metrics
+        ),
+        log_config=None,
+        access_log=False,
         ws_max_size=settings.max_message_bytes,
-        ws_ping_interval=20.0,
-        ws_ping_timeout=60.0,
-        timeout_keep_alive=30,
+        # pings keep proxies (nginx proxy_read_timeout) from cutting a quiet session
+        ws_ping_interval=settings.keepalive_interval_seconds,
+        ws_ping_timeout=WS_PING_TIMEOUT_SECONDS,
+        timeout_keep_alive=int(max(1, settings.keep_alive_seconds)),
+        timeout_graceful_shutdown=int(END_SESSIONS_SECONDS),
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
         lifespan="on",
     )
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, state)
     try:
         server.run(sockets=[sock])
     finally:

@@ -19,7 +19,11 @@ _GONE = (WebSocketDisconnect, WebSocketDisconnected, RuntimeError)
 
 
 class ClientGone(Exception):
-    """The client closed the connection."""
+    """The client closed the connection (``code``: its close code, when it sent one)."""
+
+    def __init__(self, code: int | None = None) -> None:
+        self.code = code
+        super().__init__(f"the client closed the connection (code {code})")
 
 
 class ServerSession:
@@ -56,7 +60,7 @@ class ServerSession:
                 raise ProtocolError(ErrorCode.TIMEOUT, f"no message for {self.idle_timeout:.0f} s") from None
             if frame["type"] == "websocket.disconnect":
                 self.connection.peer_closed(frame.get("code"), frame.get("reason"))
-                raise ClientGone()
+                raise ClientGone(frame.get("code"))
             data = frame.get("bytes")
             message = self.connection.receive(data if data is not None else frame.get("text") or "")
             if message is not None:

@@ -8,10 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smart_transfer.storage import ObjectStore
-from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS, DEFAULT_URL_TTL_SECONDS
-
-__all__ = ["DEFAULT_URL_TTL_SECONDS", "ServerSettings"]
+from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
+from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
 from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
+
+__all__ = [
+    "DEFAULT_S3_ATTEMPTS",
+    "DEFAULT_S3_CONNECT_TIMEOUT",
+    "DEFAULT_S3_READ_TIMEOUT",
+    "DEFAULT_URL_TTL_SECONDS",
+    "ServerSettings",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -36,6 +44,25 @@ DEFAULT_MAX_REQUESTS = 256
 DEFAULT_MAX_REQUESTS_PER_TOKEN = 64
 #: The retry hint sent with a busy answer.
 DEFAULT_BUSY_RETRY_AFTER_SECONDS = 2
+#: Open connections (HTTP and WebSocket, idle keep-alive ones included); more are answered 503 and closed.
+DEFAULT_MAX_CONNECTIONS = 512
+#: Seconds a client may take to send a request's headers (from connecting, or from the request's
+#: first byte on a kept-alive connection); slower ones are closed.
+DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
+#: Seconds an idle kept-alive HTTP connection stays open.
+DEFAULT_KEEP_ALIVE_SECONDS = 30.0
+#: Seconds running sessions and requests may take to finish after SIGTERM before they are ended.
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
+#: Seconds the readiness probe (``GET /readyz``) waits for the store before it answers "not ready".
+DEFAULT_READY_TIMEOUT_SECONDS = 2.0
+#: Addresses whose X-Forwarded-For / X-Forwarded-Proto headers are trusted (a load balancer's).
+DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1"
+#: Access and error log lines: text or json (one object per line).
+LOG_FORMATS = ("text", "json")
+DEFAULT_LOG_FORMAT = "text"
+#: Error log lines per second the server writes at most (bursts of 10x are allowed), so a flood of
+#: bad frames cannot flood the log; what it drops is counted in a line when the flood ends.
+DEFAULT_ERROR_LOG_RATE = 20.0
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
@@ -52,7 +79,10 @@ class ServerSettings:
     s3_bucket: str | None = None
     s3_prefix: str = ""
     s3_region: str | None = None
-    s3_max_connections: int = DEFAULT_MAX_CONNECTIONS
+    s3_max_connections: int = DEFAULT_S3_MAX_CONNECTIONS
+    s3_connect_timeout: float = DEFAULT_S3_CONNECT_TIMEOUT
+    s3_read_timeout: float = DEFAULT_S3_READ_TIMEOUT
+    s3_attempts: int = DEFAULT_S3_ATTEMPTS
     url_ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
     max_objects_per_page: int = DEFAULT_MAX_OBJECTS_PER_PAGE
@@ -65,6 +95,14 @@ class ServerSettings:
     max_requests: int = DEFAULT_MAX_REQUESTS
     max_requests_per_token: int = DEFAULT_MAX_REQUESTS_PER_TOKEN
     busy_retry_after_seconds: int = DEFAULT_BUSY_RETRY_AFTER_SECONDS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
+    keep_alive_seconds: float = DEFAULT_KEEP_ALIVE_SECONDS
+    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
+    ready_timeout_seconds: float = DEFAULT_READY_TIMEOUT_SECONDS
+    forwarded_allow_ips: str = DEFAULT_FORWARDED_ALLOW_IPS
+    log_format: str = DEFAULT_LOG_FORMAT
+    error_log_rate: float = DEFAULT_ERROR_LOG_RATE
     tokens_file: Path | None = None
     allow_anonymous: bool = False
 
@@ -102,6 +140,9 @@ class ServerSettings:
             public_endpoint_url=self.s3_public_endpoint,
             region=self.s3_region,
             max_connections=self.s3_max_connections,
+            connect_timeout=self.s3_connect_timeout,
+            read_timeout=self.s3_read_timeout,
+            attempts=self.s3_attempts,
         )
 
     def index_path(self, store: ObjectStore) -> Path:

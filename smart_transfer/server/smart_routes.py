@@ -1,10 +1,13 @@
 """The Smart Transfer Protocol's WebSocket endpoints: ``/{dataset}/pull`` and ``/{dataset}/push``
-(and, for any other path, a session that ends at once with NoSuchRoute)."""
+(and, for any other path, a session that ends at once with NoSuchRoute). Every session ends with
+one access-log line and is counted by flow and outcome."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
@@ -14,14 +17,31 @@ from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import as_protocol_error
+from smart_transfer.server.logs import log_access
 from smart_transfer.server.pull_flow import run_pull
 from smart_transfer.server.push_flow import run_push
 from smart_transfer.server.session import ClientGone, ServerSession
-from smart_transfer.server.settings import ServerSettings
-from smart_transfer.server.state import ServerState
+from smart_transfer.server.state import ServerState, limit_subject
 
-Flow = Callable[[ServerSession, DatasetRepository, ServerSettings], Awaitable[None]]
+Flow = Callable[[ServerSession, DatasetRepository, ServerState], Awaitable[None]]
 FLOWS: dict[str, tuple[Flow, Access]] = {"pull": (run_pull, Access.READ), "push": (run_push, Access.WRITE)}
+
+
+@dataclass
+class SessionRecord:
+    """What the access log says of one session."""
+
+    flow: str
+    dataset: str
+    client: str
+    subject: str = "-"
+    outcome: str = "ok"
+    started: float = 0.0
+
+
+def client_host(websocket: WebSocket) -> str:
+    """The client's address (the balancer's X-Forwarded-For when it is a trusted proxy)."""
+    return websocket.client.host if websocket.client is not None else "unknown"
 
 
 def smart_router(state: ServerState) -> APIRouter:
@@ -29,29 +49,58 @@ def smart_router(state: ServerState) -> APIRouter:
     settings = state.settings
     router = APIRouter()
 
-    async def authorized(session: ServerSession, websocket: WebSocket, dataset_name: str, flow_name: str) -> None:
+    async def authorized(session: ServerSession, websocket: WebSocket, record: SessionRecord) -> None:
         await session.accept()
-        dataset = state.repository.dataset(dataset_name)
-        flow, access = FLOWS[flow_name]
+        state.refuse_if_draining()
+        dataset = state.repository.dataset(record.dataset)
+        flow, access = FLOWS[record.flow]
         grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
-        with state.sessions.hold(grant.subject if grant is not None else "anonymous"):
+        record.subject = limit_subject(grant, record.client)
+        active = state.metrics.sessions_active.labels(record.flow)
+        with state.sessions.hold(record.subject):
+            active.inc()
             try:
-                await asyncio.wait_for(flow(session, dataset, settings), settings.session_timeout_seconds)
+                await asyncio.wait_for(
+                    state.until_shutdown(flow(session, dataset, state)), settings.session_timeout_seconds
+                )
             except TimeoutError:
                 raise ProtocolError(
                     ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"
                 ) from None
+            finally:
+                active.dec()
+
+    async def end(session: ServerSession, exc: BaseException) -> str:
+        """End a failed session as its error says; the outcome the access log records."""
+        if isinstance(exc, ClientGone | WebSocketDisconnect):
+            return f"disconnected:{exc.code}" if exc.code else "disconnected"
+        if isinstance(exc, WebSocketDisconnected):
+            return "disconnected"
+        if isinstance(exc, PeerError):
+            await session.close()  # the client said why it stopped; answer its close
+            return f"client:{exc.code.value}"
+        error = as_protocol_error(exc)
+        await session.fail(error)
+        return error.code.value
 
     async def run(websocket: WebSocket, dataset_name: str, flow_name: str) -> None:
         session = ServerSession(websocket, flow_name, settings.idle_timeout_seconds, settings.max_message_bytes)
+        record = SessionRecord(flow_name, dataset_name[:100], client_host(websocket), started=time.monotonic())
         try:
-            await authorized(session, websocket, dataset_name, flow_name)
-        except (ClientGone, WebSocketDisconnect, WebSocketDisconnected):
-            return
-        except PeerError:
-            await session.close()  # the client said why it stopped; answer its close
+            await authorized(session, websocket, record)
         except Exception as exc:
-            await session.fail(as_protocol_error(exc))
+            record.outcome = await end(session, exc)
+        finally:
+            state.metrics.sessions.labels(flow_name, record.outcome).inc()
+            log_access(
+                "session",
+                flow=record.flow,
+                dataset=record.dataset,
+                client=record.client,
+                subject=record.subject,
+                outcome=record.outcome,
+                seconds=round(time.monotonic() - record.started, 3),
+            )
 
     @router.websocket("/{dataset}/pull")
     async def pull(websocket: WebSocket, dataset: str) -> None:
@@ -68,5 +117,7 @@ def smart_router(state: ServerState) -> APIRouter:
         await session.fail(
             ProtocolError(ErrorCode.NO_SUCH_ROUTE, f"no session endpoint at /{path[:200]} (use /DATASET/pull or /push)")
         )
+        state.metrics.sessions.labels("none", ErrorCode.NO_SUCH_ROUTE.value).inc()
+        log_access("session", flow="none", path=f"/{path[:200]}", client=client_host(websocket), outcome="NoSuchRoute")
 
     return router

@@ -2,33 +2,63 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.repo import Repository
-from smart_transfer.server.auth import Authorizer
+from smart_transfer.server.auth import Authorizer, Grant
 from smart_transfer.server.limits import ConcurrencyLimit
+from smart_transfer.server.metrics import Metrics
 from smart_transfer.server.settings import ServerSettings
+
+T = TypeVar("T")
+
+
+def limit_subject(grant: Grant | None, client_host: str | None) -> str:
+    """Whom the per-subject limits count: the token's subject, or an anonymous client's address
+    (so anonymous clients do not share one quota)."""
+    if grant is not None:
+        return grant.subject
+    return f"anonymous@{client_host or 'unknown'}"
 
 
 class ServerState:
-    """Settings, the repository (and through it the store) and the URL clients reach us at."""
+    """Settings, the repository (and through it the store), the URL clients reach us at, the limits,
+    the metrics, and whether the server is shutting down."""
 
     def __init__(self, settings: ServerSettings, repository: Repository, base_url: str) -> None:
         self.settings = settings
         self.repository = repository
         self.base_url = base_url
+        self.metrics = Metrics()
+        repository.store.observe(self.metrics.store_call)
         self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
+        retry = settings.busy_retry_after_seconds
         self.sessions = ConcurrencyLimit(
-            "sessions", settings.max_sessions, settings.max_sessions_per_token, settings.busy_retry_after_seconds
+            "sessions",
+            settings.max_sessions,
+            settings.max_sessions_per_token,
+            retry,
+            lambda: self.metrics.busy.labels("sessions").inc(),
         )
         self.requests = ConcurrencyLimit(
-            "requests", settings.max_requests, settings.max_requests_per_token, settings.busy_retry_after_seconds
+            "requests",
+            settings.max_requests,
+            settings.max_requests_per_token,
+            retry,
+            lambda: self.metrics.busy.labels("requests").inc(),
         )
-        #: Object bytes this process itself read or wrote for clients (embedded-store routes and,
-        #: later, streamed REST reads). The smart path on S3 must leave it at zero.
+        #: Object bytes this process itself read or wrote for clients (embedded-store routes and
+        #: streamed REST reads and writes). The smart path on S3 must leave it at zero.
         self.object_bytes_through_server = 0
+        #: Set on SIGTERM: no new session or request is taken; running sessions end when it fires.
+        self.draining = False
+        self._shutdown = asyncio.Event()
 
     def temp_path(self) -> Path:
         """A fresh temporary file path on the server's disk (for bodies checked before storing)."""
@@ -38,3 +68,33 @@ class ServerState:
 
     def count_object_bytes(self, count: int) -> None:
         self.object_bytes_through_server += count
+        self.metrics.bytes_through_server.inc(count)
+
+    def refuse_if_draining(self) -> None:
+        """New work is refused while the server shuts down (a balancer sends it elsewhere)."""
+        if self.draining:
+            self.metrics.busy.labels("shutting-down").inc()
+            raise ProtocolError(ErrorCode.SHUTTING_DOWN, "the server is shutting down; run it again")
+
+    def begin_drain(self) -> None:
+        self.draining = True
+
+    def end_sessions(self) -> None:
+        """The grace period is over: every running session ends with ShuttingDown."""
+        self._shutdown.set()
+
+    async def until_shutdown(self, work: Awaitable[T]) -> T:
+        """Await ``work``, unless the server ends the running sessions first: then ``work`` is
+        cancelled (a commit in flight still finishes, see push_flow) and ShuttingDown raised."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self._shutdown.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        if task.cancelled() and self._shutdown.is_set():
+            raise ProtocolError(ErrorCode.SHUTTING_DOWN, "the server is shutting down; run it again")
+        return task.result()

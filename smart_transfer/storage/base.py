@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +21,9 @@ DEFAULT_PUT_PARALLELISM = 32
 DEFAULT_MAX_CONNECTIONS = 64
 #: Chunk size used when streaming objects.
 STREAM_CHUNK_BYTES = 1024 * 1024
+
+#: Told of every call a store makes to its backend: (operation, seconds, succeeded).
+StoreObserver = Callable[[str, float, bool], None]
 
 _KEY_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]*")
 
@@ -153,6 +156,13 @@ class ObjectStore(ABC):
             return
         with ThreadPoolExecutor(max_workers=parallelism) as pool:
             list(pool.map(lambda item: self.put(*item), items))
+
+    @abstractmethod
+    def check_ready(self, timeout: float) -> None:
+        """Raise StorageUnavailable unless the backend answers within ``timeout`` seconds (one try)."""
+
+    def observe(self, observer: StoreObserver) -> None:  # noqa: B027 - optional hook
+        """Report each call to the backend to ``observer`` (stores with a remote backend do)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""

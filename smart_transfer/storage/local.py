@@ -70,6 +70,10 @@ class LocalStore(ObjectStore):
     def describe(self) -> str:
         return f"local directory {self.root}"
 
+    def check_ready(self, timeout: float) -> None:
+        if not os.access(self._internal, os.W_OK | os.X_OK):
+            raise StorageUnavailable(f"cannot write to {self.root}")
+
     # -- paths and files -----------------------------------------------------------------------
 
     def path_of(self, key: str) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import urllib3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from smart_transfer.storage.base import (
     DEFAULT_MAX_CONNECTIONS,
@@ -30,15 +30,15 @@ from smart_transfer.storage.base import (
     ObjectInfo,
     ObjectStore,
     PresignedRequest,
+    StoreObserver,
     check_key,
     check_prefix,
 )
 from smart_transfer.storage.digest import md5_base64
 from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageUnavailable
+from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
 from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 
-#: Retries of one bulk PUT (connection errors and 5xx), with backoff.
-BULK_RETRIES = urllib3.Retry(total=4, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504), allowed_methods=None)
 #: Generation numbers are written inverted so the newest sorts first.
 _GENERATION_BASE = 10**19 - 1
 #: References are small objects (a hash); larger values are refused.
@@ -53,6 +53,15 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def _unavailable(where: str, exc: Exception, read_timeout: float, attempts: int) -> StorageUnavailable:
+    """A failed call as the contract's error, saying whether S3 stalled or could not be reached."""
+    if isinstance(exc, ReadTimeoutError | urllib3.exceptions.ReadTimeoutError):
+        return StorageUnavailable(
+            f"storage stopped answering: S3 at {where} sent nothing for {read_timeout:g} s on {attempts} attempt(s)"
+        )
+    return StorageUnavailable(f"storage unreachable: S3 at {where}: {exc}")
+
+
 class S3Store(ObjectStore):
     """Objects in one bucket under an optional prefix."""
 
@@ -65,19 +74,29 @@ class S3Store(ObjectStore):
         public_endpoint_url: str | None = None,
         region: str | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 60.0,
+        connect_timeout: float = DEFAULT_S3_CONNECT_TIMEOUT,
+        read_timeout: float = DEFAULT_S3_READ_TIMEOUT,
+        attempts: int = DEFAULT_S3_ATTEMPTS,
     ) -> None:
+        """Every call is bounded: ``connect_timeout`` to connect, ``read_timeout`` without a byte,
+        ``attempts`` tries (standard retry mode: backoff with jitter)."""
         self.bucket = bucket
         self.prefix = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
+        self.read_timeout = read_timeout
+        self.attempts = attempts
+        self._bulk_timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
+        #: Retries of one bulk PUT (timeouts, connection errors and 5xx), with backoff.
+        self._bulk_retries = urllib3.Retry(
+            total=attempts - 1, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504), allowed_methods=None
+        )
         config = Config(
             signature_version="s3v4",  # boto3 would presign SigV2 for a custom endpoint otherwise
             s3={"addressing_style": "path"},
             max_pool_connections=max_connections,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={"max_attempts": attempts, "mode": "standard"},
         )
         session = boto3.session.Session()
         region_name = region or session.region_name or "us-east-1"
@@ -106,6 +125,51 @@ class S3Store(ObjectStore):
         )
         self._http: urllib3.PoolManager | None = None
         self._max_connections = max_connections
+        self._observer: StoreObserver | None = None
+        self._session, self._region = session, region_name
+        self._probe: Any = None
+        self._probe_timeout = 0.0
+
+    def check_ready(self, timeout: float) -> None:
+        """One HEAD of the bucket, bounded by ``timeout`` and never retried (a readiness probe)."""
+        if self._probe is None or self._probe_timeout != timeout:
+            config = Config(
+                signature_version="s3v4",
+                s3={"addressing_style": "path"},
+                connect_timeout=timeout,
+                read_timeout=timeout,
+                retries={"max_attempts": 1, "mode": "standard"},
+            )
+            self._probe = self._session.client(
+                "s3", endpoint_url=self.endpoint_url, region_name=self._region, config=config
+            )
+            self._probe_timeout = timeout
+        try:
+            self._probe.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            raise StorageUnavailable(
+                f"S3 refused a HEAD of bucket {self.bucket}: {_code(exc) or _status(exc)}"
+            ) from None
+        except BotoCoreError as exc:
+            raise _unavailable(self.endpoint_url or "AWS", exc, timeout, 1) from None
+
+    def observe(self, observer: StoreObserver) -> None:
+        """Report every S3 call (retries included) with its duration: botocore's call events."""
+        self._observer = observer
+        events = self._client.meta.events
+        events.register("before-call.s3", self._call_started)
+        events.register("after-call.s3", self._call_ended)
+        events.register("after-call-error.s3", self._call_ended)
+
+    @staticmethod
+    def _call_started(model: Any, context: dict[str, Any], **_: Any) -> None:
+        context["smart_transfer_call"] = (model.name, time.perf_counter())
+
+    def _call_ended(self, context: dict[str, Any], exception: Exception | None = None, **_: Any) -> None:
+        started = context.pop("smart_transfer_call", None)
+        if started is not None and self._observer is not None:
+            name, at = started
+            self._observer(name, time.perf_counter() - at, exception is None)
 
     def describe(self) -> str:
         where = self.endpoint_url or "AWS S3"
@@ -124,7 +188,10 @@ class S3Store(ObjectStore):
                 raise ObjectNotFound(key) from None
             raise StorageUnavailable(f"S3 refused an operation on {key}: {_code(exc) or _status(exc)}") from None
         except BotoCoreError as exc:
-            raise StorageUnavailable(f"S3 at {self.endpoint_url or 'AWS'} unreachable: {exc}") from None
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: Exception) -> StorageUnavailable:
+        return _unavailable(self.endpoint_url or "AWS", exc, self.read_timeout, self.attempts)
 
     # -- the contract ----------------------------------------------------------------------------
 
@@ -203,7 +270,7 @@ class S3Store(ObjectStore):
                 return False
             raise StorageUnavailable(f"S3 refused a write to {full_key}: {_code(exc) or _status(exc)}") from None
         except BotoCoreError as exc:
-            raise StorageUnavailable(f"S3 at {self.endpoint_url or 'AWS'} unreachable: {exc}") from None
+            raise self._unavailable(exc) from None
         return True
 
     def _newest_generation(self, key: str) -> tuple[int, str | None]:
@@ -292,12 +359,24 @@ class S3Store(ObjectStore):
             key, data = item
             md5 = md5_base64(data)
             url = presigner.presign("PUT", self._full(key), 300, credentials, md5)
+            started, ok = time.perf_counter(), False
             try:
                 response = http.request(
-                    "PUT", url, body=data, headers={"Content-MD5": md5}, retries=BULK_RETRIES, timeout=60.0
+                    "PUT",
+                    url,
+                    body=data,
+                    headers={"Content-MD5": md5},
+                    retries=self._bulk_retries,
+                    timeout=self._bulk_timeout,
                 )
+                ok = response.status == 200
+            except urllib3.exceptions.MaxRetryError as exc:
+                raise self._unavailable(exc.reason or exc) from None
             except urllib3.exceptions.HTTPError as exc:
-                raise StorageUnavailable(f"S3 at {self.endpoint_url} unreachable: {exc}") from None
+                raise self._unavailable(exc) from None
+            finally:
+                if self._observer is not None:
+                    self._observer("BulkPutObject", time.perf_counter() - started, ok)
             if response.status != 200:
                 raise StorageUnavailable(f"S3 refused a write to {key}: HTTP {response.status}")
 

@@ -7,13 +7,21 @@ from smart_transfer.protocol.errors import ErrorCode
 
 
 class TransferFailed(Exception):
-    """An object could not be moved or did not verify; names the object."""
+    """An object could not be moved or did not verify; names the object. ``network``: storage could
+    not be reached (another path, through the server, may work); ``stalled``: storage accepted the
+    request and then stopped answering (every path to it would wait the same)."""
 
-    def __init__(self, object_name: str, reason: str, *, network: bool = False) -> None:
+    def __init__(self, object_name: str, reason: str, *, network: bool = False, stalled: bool = False) -> None:
         self.object_name = object_name
         self.reason = reason
         self.network = network
+        self.stalled = stalled
         super().__init__(f"{object_name}: {reason}")
+
+    def __str__(self) -> str:
+        if self.stalled:
+            return f"{self.reason} (object {self.object_name}); nothing was committed: run it again to resume"
+        return f"{self.object_name}: {self.reason}"
 
 
 class TransferRefused(TransferFailed):

@@ -22,21 +22,24 @@ from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
 
-__all__ = ["DEFAULT_PARALLEL", "TransferFailed", "TransferRefused", "UrlExpired", "download", "make_session", "upload"]
+__all__ = [
+    "DEFAULT_PARALLEL",
+    "Timeouts",
+    "TransferFailed",
+    "TransferRefused",
+    "UrlExpired",
+    "download",
+    "make_session",
+    "upload",
+]
 
-#: Attempts per object for transient failures (connection errors, 5xx, 429).
-DEFAULT_ATTEMPTS = 5
-#: First retry delay in seconds; doubled each attempt, with jitter.
-RETRY_BASE_DELAY = 0.2
 #: Read size while streaming downloads.
 CHUNK_BYTES = 1024 * 1024
 #: Chunk size of rate-limited uploads.
 UPLOAD_CHUNK_BYTES = 64 * 1024
-#: Seconds a single request may take before it counts as failed.
-REQUEST_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,30 +50,58 @@ class Verified:
     size: int
 
 
-def make_session(parallel: int) -> aiohttp.ClientSession:
-    """One pooled HTTP session: keep-alive connections sized to the parallelism."""
+def request_timeout(timeouts: Timeouts, size: int) -> aiohttp.ClientTimeout:
+    """The bounds of one attempt at an object of ``size`` bytes: connect, no byte for ``read``
+    seconds, and a total that grows with the size."""
+    return aiohttp.ClientTimeout(
+        total=timeouts.object_seconds(size), sock_connect=timeouts.connect, sock_read=timeouts.read
+    )
+
+
+def make_session(parallel: int, timeouts: Timeouts | None = None) -> aiohttp.ClientSession:
+    """One pooled HTTP session: keep-alive connections sized to the parallelism; every request is
+    bounded by ``timeouts`` (object transfers pass their own total, scaled by size)."""
     connector = aiohttp.TCPConnector(limit=parallel, limit_per_host=parallel, ttl_dns_cache=300)
     return aiohttp.ClientSession(
         connector=connector,
-        timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT, sock_connect=15),
+        timeout=request_timeout(timeouts or Timeouts(), 0),
         auto_decompress=False,  # the bytes must be exactly what was stored
         skip_auto_headers=("Content-Type",),
     )
 
 
-async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], attempts: int) -> int:
+def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> TransferFailed:
+    """What a failed attempt means: storage stopped answering (a stall: every path to it would wait
+    the same), or could not be reached (a network problem another path may avoid)."""
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return TransferFailed(
+            name,
+            f"storage stopped answering: no byte for {timeouts.read:g} s on {timeouts.attempts} attempt(s)",
+            stalled=True,
+        )
+    if isinstance(exc, TimeoutError) and not isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return TransferFailed(
+            name,
+            f"storage stopped answering: {size} bytes took longer than {timeouts.object_seconds(size):.0f} s "
+            f"on {timeouts.attempts} attempt(s)",
+            stalled=True,
+        )
+    return TransferFailed(name, f"storage unreachable: {exc or type(exc).__name__}", network=True)
+
+
+async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
     delay = RETRY_BASE_DELAY
-    for number in range(1, attempts + 1):
+    for number in range(1, timeouts.attempts + 1):
         try:
             return await attempt()
         except (UrlExpired, TransferRefused):
             raise
         except TransferFailed as exc:
-            if not exc.network or number == attempts:
+            if not exc.network or number == timeouts.attempts:
                 raise
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-            if number == attempts:
-                raise TransferFailed(name, f"storage unreachable: {exc or type(exc).__name__}", network=True) from None
+            if number == timeouts.attempts:
+                raise _failure(name, exc, timeouts, size) from None
         await asyncio.sleep(delay * (0.5 + random.random()))
         delay *= 2
     raise AssertionError("unreachable")
@@ -114,16 +145,18 @@ async def download(
     expected_size: int,
     temp_path: Path,
     on_bytes: Callable[[int], None],
-    attempts: int = DEFAULT_ATTEMPTS,
+    timeouts: Timeouts | None = None,
     limiter: RateLimiter | None = None,
 ) -> Verified:
     """GET ``request`` into ``temp_path``, verifying the multihash and size; raises TransferFailed."""
     name = str(expected_hash)
+    timeouts = timeouts or Timeouts()
+    bounds = request_timeout(timeouts, expected_size)
 
     async def attempt() -> int:
         hasher = new_hasher(expected_hash.code)
         size = 0
-        async with session.get(request.url, headers=request.headers) as response:
+        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
             if response.status != 200:
                 _check_status(name, response.status, await response.read())
             with open(temp_path, "wb") as out:
@@ -143,7 +176,7 @@ async def download(
         return size
 
     try:
-        size = await _with_retries(name, attempt, attempts)
+        size = await _with_retries(name, attempt, timeouts, expected_size)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
@@ -156,7 +189,7 @@ async def upload(
     name: str,
     path: Path,
     on_bytes: Callable[[int], None],
-    attempts: int = DEFAULT_ATTEMPTS,
+    timeouts: Timeouts | None = None,
     limiter: RateLimiter | None = None,
 ) -> int:
     """PUT the file at ``path`` with the signed headers; raises TransferFailed or UrlExpired."""
@@ -167,13 +200,16 @@ async def upload(
             await limiter.acquire(len(chunk))
             yield chunk
 
+    timeouts = timeouts or Timeouts()
+    size = path.stat().st_size
+    bounds = request_timeout(timeouts, size)
+
     async def attempt() -> int:
-        size = path.stat().st_size
         with open(path, "rb") as source:
             # S3 needs a Content-Length (no chunked uploads to presigned URLs)
             headers = {**request.headers, "Content-Length": str(size)}
             body = source if limiter is None else throttled(source)
-            async with session.put(request.url, data=body, headers=headers) as response:
+            async with session.put(request.url, data=body, headers=headers, timeout=bounds) as response:
                 answer = await response.read()
                 if response.status not in (200, 202):
                     _check_status(name, response.status, answer)
@@ -182,4 +218,4 @@ async def upload(
         on_bytes(size)
         return size
 
-    return await _with_retries(name, attempt, attempts)
+    return await _with_retries(name, attempt, timeouts, size)

@@ -1,4 +1,51 @@
-"""The data plane's defaults that callers (and ``--help``) need without importing the HTTP stack."""
+"""The data plane's limits and bounds that callers (and ``--help``) need without importing the HTTP
+stack: parallelism, and how long any one wait on storage may last."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 #: Parallel transfers unless the caller says otherwise.
 DEFAULT_PARALLEL = 16
+#: Seconds to open a TCP connection (to storage, or to the server).
+DEFAULT_CONNECT_TIMEOUT = 5.0
+#: Seconds storage may send no byte, once a request is sent, before the attempt counts as stalled.
+DEFAULT_READ_TIMEOUT = 10.0
+#: Attempts per object for transient failures (stalls, connection errors, 5xx, 429).
+DEFAULT_ATTEMPTS = 3
+#: The slowest an object may move (bytes/s) before its attempt fails: one attempt may last at most
+#: connect + read timeouts + size / this rate (a trickle that never stalls long enough for the read
+#: timeout still ends). Lowered to limit-rate / parallel under ``--limit-rate``.
+DEFAULT_MIN_RATE = 32 * 1024
+#: First retry delay in seconds; doubled each attempt, with jitter (0.5x-1.5x).
+RETRY_BASE_DELAY = 0.25
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long one object transfer may wait, and how often it is tried."""
+
+    connect: float = DEFAULT_CONNECT_TIMEOUT
+    read: float = DEFAULT_READ_TIMEOUT
+    attempts: int = DEFAULT_ATTEMPTS
+    min_rate: float = DEFAULT_MIN_RATE
+
+    def __post_init__(self) -> None:
+        if self.connect <= 0 or self.read <= 0 or self.min_rate <= 0 or self.attempts < 1:
+            raise ValueError("timeouts and the minimum rate must be positive, attempts at least 1")
+
+    def limited(self, bytes_per_second: int | None, parallel: int) -> Timeouts:
+        """These bounds under a global bandwidth limit shared by ``parallel`` transfers."""
+        if not bytes_per_second:
+            return self
+        return replace(self, min_rate=min(self.min_rate, bytes_per_second / max(1, parallel)))
+
+    def object_seconds(self, size: int) -> float:
+        """The longest one attempt at an object of ``size`` bytes may last."""
+        return self.connect + self.read + size / self.min_rate
+
+    def stall_bound(self) -> float:
+        """Seconds within which a store that stopped answering fails an object: every attempt waits
+        at most connect + read timeouts, plus the longest backoff between attempts."""
+        backoff = sum(RETRY_BASE_DELAY * 1.5 * 2.0**n for n in range(self.attempts - 1))
+        return self.attempts * (self.connect + self.read) + backoff

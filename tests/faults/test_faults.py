@@ -5,12 +5,10 @@ nothing partial is visible, and re-running completes with only the missing work.
 from __future__ import annotations
 
 import random
-import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from tests.conftest import (
     ROOT,
     S3Env,
     ServerProcess,
-    _free_port_pair,
     backend_args,
     make_files,
     run_cli,
@@ -115,21 +112,6 @@ def test_a_server_killed_mid_push_and_restarted_loses_nothing(
             assert remote_chain(restarted, dataset_name, tmp_path / f"d-{backend}") == log_of(a, dataset_name)
         finally:
             restarted.stop()
-
-
-@pytest.fixture(scope="module")
-def private_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S3Env, Path]]:
-    """A second S3 instance of our own, so its outage does not disturb anything else."""
-    directory = tmp_path_factory.mktemp("s3-faults")
-    port = _free_port_pair()
-    script = str(ROOT / "scripts" / "s3-local.sh")
-    result = subprocess.run(
-        ["bash", script, "start", str(directory), str(port)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    env = dict(re.findall(r"^export (\w+)=(.*)$", result.stdout, re.M))
-    yield S3Env(env["SMART_TRANSFER_TEST_S3_ENDPOINT"], env["SMART_TRANSFER_TEST_S3_BUCKET"], env), directory
-    subprocess.run(["bash", script, "stop", str(directory)], check=False)
 
 
 def test_an_s3_outage_mid_transfer_is_survived(

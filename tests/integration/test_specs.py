@@ -51,6 +51,9 @@ def test_openapi_document_is_valid_and_covers_every_route() -> None:
         "/{dataset}/refs/head",
         "/{dataset}/blocks/{block_hash}",
         "/{dataset}/{kind}/{object_hash}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
     }
     assert set(document["paths"]["/{dataset}/refs/head"]) == {"get", "head", "put"}
 

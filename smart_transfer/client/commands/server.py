@@ -4,6 +4,7 @@ defaults ``--help`` shows) is imported up front; the app, uvicorn, auth and gc o
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,8 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
     from smart_transfer.server.settings import ServerSettings
 
     _check_s3(args)
-    if args.url_ttl < 1:
-        raise CliError("--url-ttl must be at least 1 second", EXIT_USAGE)
+    if isinstance(args.allow_anonymous, str):
+        raise CliError(f"${ENV_PREFIX}ALLOW_ANONYMOUS must be 1/true/yes or 0/false/no", EXIT_USAGE)
     names = [
         "host",
         "port",
@@ -44,23 +45,20 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         "s3_endpoint",
         "s3_public_endpoint",
         "s3_bucket",
-        "max_objects_per_page",
-        "max_message_bytes",
-        "max_sessions",
-        "max_sessions_per_token",
-        "max_requests",
-        "max_requests_per_token",
         "allow_anonymous",
+        "log_format",
+        "forwarded_allow_ips",
     ]
+    limits = {field: getattr(args, flag.lstrip("-").replace("-", "_")) for flag, _, _, _, field in LIMITS}
+    for flag, _, _, _, field in LIMITS:
+        if limits[field] < 0 or (limits[field] == 0 and flag != "--shutdown-grace"):
+            raise CliError(f"{flag} must be more than 0", EXIT_USAGE)
     return ServerSettings(
         root=Path(args.root),
         s3_prefix=args.s3_prefix or "",
-        url_ttl_seconds=args.url_ttl,
-        idle_timeout_seconds=args.idle_timeout,
-        session_timeout_seconds=args.session_timeout,
-        keepalive_interval_seconds=args.keepalive_interval,
         tokens_file=Path(args.tokens) if args.tokens else None,
         **{name: getattr(args, name) for name in names},
+        **limits,
     )
 
 
@@ -130,44 +128,152 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
 
 
-#: serve's numeric limits: (flag, type, default, help).
-LIMITS: list[tuple[str, type, object, str]] = [
-    ("--url-ttl", int, defaults.DEFAULT_URL_TTL_SECONDS, "lifetime of presigned URLs, seconds"),
+#: serve's numeric limits and bounds: (flag, type, default, help, ServerSettings field).
+LIMITS: list[tuple[str, type, object, str, str]] = [
+    ("--url-ttl", int, defaults.DEFAULT_URL_TTL_SECONDS, "lifetime of presigned URLs, seconds", "url_ttl_seconds"),
     (
         "--max-objects-per-page",
         int,
         defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
         "most objects one negotiation page may name",
+        "max_objects_per_page",
     ),
     (
         "--max-sessions",
         int,
         defaults.DEFAULT_MAX_SESSIONS,
         "concurrent pull/push sessions; more get 'busy, retry after'",
+        "max_sessions",
     ),
     (
         "--max-sessions-per-token",
         int,
         defaults.DEFAULT_MAX_SESSIONS_PER_TOKEN,
-        "concurrent sessions of one token subject",
+        "concurrent sessions of one token subject (anonymous: of one client address)",
+        "max_sessions_per_token",
     ),
     (
         "--max-requests",
         int,
         defaults.DEFAULT_MAX_REQUESTS,
         "concurrent REST requests; more get HTTP 429 with Retry-After",
+        "max_requests",
     ),
-    ("--max-requests-per-token", int, defaults.DEFAULT_MAX_REQUESTS_PER_TOKEN, "concurrent REST requests of one token"),
-    ("--max-message-bytes", int, defaults.DEFAULT_MAX_MESSAGE_BYTES, "largest WebSocket frame accepted (tarballs too)"),
-    ("--idle-timeout", float, defaults.DEFAULT_IDLE_TIMEOUT_SECONDS, "seconds a session may wait for the client"),
-    ("--session-timeout", float, defaults.DEFAULT_SESSION_TIMEOUT_SECONDS, "seconds a whole session may last"),
+    (
+        "--max-requests-per-token",
+        int,
+        defaults.DEFAULT_MAX_REQUESTS_PER_TOKEN,
+        "concurrent REST requests of one token (anonymous: of one client address)",
+        "max_requests_per_token",
+    ),
+    (
+        "--max-connections",
+        int,
+        defaults.DEFAULT_MAX_CONNECTIONS,
+        "open connections (HTTP, idle keep-alive, WebSocket); more are answered 503 and closed",
+        "max_connections",
+    ),
+    (
+        "--max-message-bytes",
+        int,
+        defaults.DEFAULT_MAX_MESSAGE_BYTES,
+        "largest WebSocket frame accepted (tarballs too)",
+        "max_message_bytes",
+    ),
+    (
+        "--header-timeout",
+        float,
+        defaults.DEFAULT_HEADER_TIMEOUT_SECONDS,
+        "seconds a client may take to send a request's headers",
+        "header_timeout_seconds",
+    ),
+    (
+        "--keep-alive-timeout",
+        float,
+        defaults.DEFAULT_KEEP_ALIVE_SECONDS,
+        "seconds an idle kept-alive HTTP connection stays open",
+        "keep_alive_seconds",
+    ),
+    (
+        "--idle-timeout",
+        float,
+        defaults.DEFAULT_IDLE_TIMEOUT_SECONDS,
+        "seconds a session may wait for the client",
+        "idle_timeout_seconds",
+    ),
+    (
+        "--session-timeout",
+        float,
+        defaults.DEFAULT_SESSION_TIMEOUT_SECONDS,
+        "seconds a whole session may last",
+        "session_timeout_seconds",
+    ),
     (
         "--keepalive-interval",
         float,
         defaults.DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
-        "seconds between the keep-alives the server sends while it verifies a push",
+        "seconds between the server's keep-alives: WebSocket pings, and Progress while it verifies a push",
+        "keepalive_interval_seconds",
+    ),
+    (
+        "--shutdown-grace",
+        float,
+        defaults.DEFAULT_SHUTDOWN_GRACE_SECONDS,
+        "seconds running sessions may take to finish after SIGTERM before they end with ShuttingDown",
+        "shutdown_grace_seconds",
+    ),
+    (
+        "--ready-timeout",
+        float,
+        defaults.DEFAULT_READY_TIMEOUT_SECONDS,
+        "seconds GET /readyz waits for the store",
+        "ready_timeout_seconds",
+    ),
+    (
+        "--s3-connect-timeout",
+        float,
+        defaults.DEFAULT_S3_CONNECT_TIMEOUT,
+        "seconds to connect to S3",
+        "s3_connect_timeout",
+    ),
+    (
+        "--s3-read-timeout",
+        float,
+        defaults.DEFAULT_S3_READ_TIMEOUT,
+        "seconds S3 may send nothing before a call's attempt fails",
+        "s3_read_timeout",
+    ),
+    ("--s3-attempts", int, defaults.DEFAULT_S3_ATTEMPTS, "attempts of one S3 call (backoff between)", "s3_attempts"),
+    (
+        "--error-log-rate",
+        float,
+        defaults.DEFAULT_ERROR_LOG_RATE,
+        "error log lines per second at most (bursts of 10 s worth); the rest are counted, not written",
+        "error_log_rate",
     ),
 ]
+#: Every serve flag may also come from the environment: --max-sessions from $SMART_TRANSFER_MAX_SESSIONS.
+ENV_PREFIX = "SMART_TRANSFER_"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def _defaults_from_environment(parser: argparse.ArgumentParser) -> None:
+    """Each option's default from its ``SMART_TRANSFER_*`` variable when set (the command line wins).
+    A string default goes through the option's type like a command-line value, so a bad one is a
+    usage error naming the option."""
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        name = ENV_PREFIX + action.dest.upper()
+        action.help = f"{action.help or ''} [${name}]"
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        if action.nargs == 0:  # a switch
+            lowered = value.strip().lower()
+            action.default = True if lowered in _TRUE else False if lowered in _FALSE else value
+        else:
+            action.default = value
 
 
 def _register_serve(commands: Commands) -> None:
@@ -186,7 +292,7 @@ def _register_serve(commands: Commands) -> None:
         default=None,
         help="S3 endpoint URL as clients reach it, for presigned URLs (default: --s3-endpoint)",
     )
-    for flag, kind, default, text in LIMITS:
+    for flag, kind, default, text, _ in LIMITS:
         serve.add_argument(flag, type=kind, default=default, help=text)
     serve.add_argument(
         "--tokens",
@@ -199,6 +305,19 @@ def _register_serve(commands: Commands) -> None:
         action="store_true",
         help="serve without --tokens on a non-loopback address (anyone reaching it may write)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=defaults.LOG_FORMATS,
+        default=defaults.DEFAULT_LOG_FORMAT,
+        help="access and error log lines on stderr: text, or one JSON object per line",
+    )
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        default=defaults.DEFAULT_FORWARDED_ALLOW_IPS,
+        metavar="IPS",
+        help="comma-separated addresses (or *) of balancers whose X-Forwarded-For names the client",
+    )
+    _defaults_from_environment(serve)
     serve.set_defaults(handler=run_serve)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from smart_transfer.client.commands.common import (
@@ -18,7 +19,8 @@ from smart_transfer.client.commands.common import (
     token,
 )
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL
+from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
+from smart_transfer.transfer import limits
 from smart_transfer.transfer.ratelimit import parse_rate
 
 if TYPE_CHECKING:
@@ -32,6 +34,53 @@ def _rate(text: str) -> int:
         return parse_rate(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
+
+
+def _attempts(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a number of attempts (1 or more): {text!r}")
+    return int(text)
+
+
+#: The bounds of every wait of pull and push: (flag, type, default, help).
+BOUNDS: list[tuple[str, Callable[[str], object], object, str]] = [
+    ("--connect-timeout", _seconds, limits.DEFAULT_CONNECT_TIMEOUT, "seconds to open a connection"),
+    (
+        "--read-timeout",
+        _seconds,
+        limits.DEFAULT_READ_TIMEOUT,
+        "seconds storage may send nothing before a transfer attempt counts as stalled",
+    ),
+    ("--attempts", _attempts, limits.DEFAULT_ATTEMPTS, "attempts per object (stalls, network errors, 5xx)"),
+    (
+        "--min-rate",
+        _rate,
+        limits.DEFAULT_MIN_RATE,
+        "slowest rate an object may move at: one attempt lasts at most the two timeouts + size / this rate",
+    ),
+    (
+        "--answer-timeout",
+        _seconds,
+        DEFAULT_ANSWER_TIMEOUT,
+        "seconds to wait for any one answer of the server (its keep-alives reset it)",
+    ),
+    (
+        "--keepalive-interval",
+        _seconds,
+        DEFAULT_KEEPALIVE_INTERVAL,
+        "seconds between the keep-alives the client sends while objects move",
+    ),
+]
 
 
 def report(summary: TransferSummary, as_json: bool) -> None:
@@ -53,6 +102,7 @@ def report(summary: TransferSummary, as_json: bool) -> None:
 def run_transfer(args: argparse.Namespace) -> int:
     from smart_transfer.client.progress import ProgressBar
     from smart_transfer.client.sdk import Client
+    from smart_transfer.transfer.limits import Timeouts
 
     if args.parallel < 1:
         raise CliError("--parallel must be at least 1", EXIT_USAGE)
@@ -67,6 +117,9 @@ def run_transfer(args: argparse.Namespace) -> int:
             protocol=args.protocol,
             fallback=not args.no_fallback,
             warn=lambda text: print(f"smart-transfer: warning: {text}", file=sys.stderr),
+            timeouts=Timeouts(args.connect_timeout, args.read_timeout, args.attempts, args.min_rate),
+            answer_timeout=args.answer_timeout,
+            keepalive_interval=args.keepalive_interval,
         )
         try:
             if args.command == "pull":
@@ -98,7 +151,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
     parser.add_argument("--force", action="store_true", help=force_help)
-    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, help="concurrent object transfers")
+    parser.add_argument("--parallel", type=int, default=limits.DEFAULT_PARALLEL, help="concurrent object transfers")
     parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
     parser.add_argument(
         "--limit-rate",
@@ -120,6 +173,9 @@ def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> N
         action="store_true",
         help="fail instead of falling back to the simple protocol when storage is unreachable",
     )
+    bounds = parser.add_argument_group("bounds (every wait ends)")
+    for flag, kind, default, text in BOUNDS:
+        bounds.add_argument(flag, type=kind, default=default, help=text)
     add_workspace_option(parser)
 
 

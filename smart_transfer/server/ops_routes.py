@@ -1,0 +1,81 @@
+"""Routes for operators and balancers: ``GET /healthz`` (the process answers), ``GET /readyz`` (the
+store answers within the readiness timeout, the index is usable, and the server is not shutting
+down) and ``GET /metrics`` (Prometheus text format). They take no token and no request slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from smart_transfer.repo import RepositoryError
+from smart_transfer.server.metrics import CONTENT_TYPE_LATEST
+from smart_transfer.server.state import ServerState
+from smart_transfer.storage import StorageError
+
+#: Paths of these routes (excluded from the access log: balancers and scrapers poll them).
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class Health(BaseModel):
+    status: str = Field(description="always ok: the process answers")
+
+
+class Readiness(BaseModel):
+    """Whether the server should be sent traffic, and the state of each thing it needs."""
+
+    ready: bool
+    checks: dict[str, str] = Field(description="store, index, server: ok, or why not")
+
+
+async def readiness(state: ServerState) -> Readiness:
+    """Check the store (one bounded call, no retry), the index, and whether the server drains."""
+    timeout = state.settings.ready_timeout_seconds
+    checks = {"store": "ok", "index": "ok", "server": "ok"}
+    try:
+        # the thread may outlive a store that hangs past its own timeout: the answer must not
+        await asyncio.wait_for(asyncio.to_thread(state.repository.store.check_ready, timeout), timeout + 1.0)
+    except StorageError as exc:
+        checks["store"] = str(exc)
+    except TimeoutError:
+        checks["store"] = f"storage stopped answering: no answer within {timeout:g} s"
+    try:
+        await asyncio.to_thread(state.repository.index.check)
+    except RepositoryError as exc:
+        checks["index"] = str(exc)
+    if state.draining:
+        checks["server"] = "shutting down"
+    return Readiness(ready=all(value == "ok" for value in checks.values()), checks=checks)
+
+
+def ops_router(state: ServerState) -> APIRouter:
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/healthz", operation_id="health", summary="The process is up", response_model=Health)
+    async def health() -> Health:
+        return Health(status="ok")
+
+    @router.get(
+        "/readyz",
+        operation_id="readiness",
+        summary="Ready for traffic: the store answers, the index is usable, the server is not shutting down",
+        response_model=Readiness,
+        responses={503: {"description": "not ready (the body says why)", "model": Readiness}},
+    )
+    async def ready() -> JSONResponse:
+        report = await readiness(state)
+        return JSONResponse(report.model_dump(), status_code=200 if report.ready else 503)
+
+    @router.get(
+        "/metrics",
+        operation_id="metrics",
+        summary="Prometheus metrics (text exposition format)",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+    )
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    return router

@@ -1,0 +1,133 @@
+"""A store that stops answering (its gateway paused by SIGSTOP: connections are accepted, nothing is
+answered) mid-push and mid-pull, with the default bounds: the client fails with one clear line
+within the documented bound, nothing half-done is visible, the server's own store calls and its
+readiness say so too, and after SIGCONT a re-run completes, resuming."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from smart_transfer.storage.s3 import S3Store
+from smart_transfer.transfer.limits import Timeouts
+from tests.conftest import CLI, S3Env, ServerProcess, backend_args, make_files, run_cli, summary
+from tests.faults.conftest import gateway_paused
+from tests.integration.test_resume_and_expiry import log_of, remote_chain
+
+pytestmark = pytest.mark.faults
+SLOW = ["--limit-rate", "300K", "--parallel", "4"]
+#: What the client promises with its default settings (README: about 46 s), plus process start-up.
+CLIENT_BOUND = Timeouts().stall_bound() + 5
+#: The server's own S3 calls with the defaults: 3 attempts of at most 5 + 10 s, with backoff.
+SERVER_BOUND = 3 * (5 + 10) + 5
+
+
+def _wait(condition: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def _server_on(s3: S3Env, server_factory: Any) -> tuple[ServerProcess, S3Store]:
+    server: ServerProcess = server_factory(*backend_args("s3", s3), env=s3.env)
+    server.backend = "s3"
+    prefix = next(str(x) for x in server.process.args if str(x).startswith("srv-"))  # type: ignore[union-attr]
+    return server, S3Store(s3.bucket, prefix, endpoint_url=s3.endpoint)
+
+
+class Timed:
+    """A request to the server made while the store is paused, on a thread: status, body, seconds."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.result: tuple[int, dict[str, Any], float] | None = None
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        answer = httpx.get(self.url, timeout=120)
+        self.result = (answer.status_code, answer.json(), time.monotonic() - started)
+
+
+def test_a_store_that_stops_answering_mid_push_fails_it_in_time_and_a_rerun_resumes(
+    private_s3: tuple[S3Env, Path], server_factory: Any, tmp_path: Path
+) -> None:
+    s3, directory = private_s3
+    server, store = _server_on(s3, server_factory)
+    name, a = "stalled-push", tmp_path / "a"
+    run_cli("add", name, *map(str, make_files(tmp_path / "in", 60, 16_384)), workspace=a)
+    push = subprocess.Popen(
+        [*CLI, "push", name, f"{server.url}/{name}", *SLOW, "--workspace", str(a)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait(lambda: sum(1 for _ in store.list(f"{name}/data/")) >= 5)
+    with gateway_paused(directory):
+        started = time.monotonic()
+        listing = Timed(f"{server.url}/")  # the server's own S3 calls are bounded too
+        ready = httpx.get(f"{server.url}/readyz", timeout=30)
+        assert ready.status_code == 503 and "stopped answering" in ready.json()["checks"]["store"], ready.text
+        _, err = push.communicate(timeout=300)
+        client_seconds = time.monotonic() - started
+        listing.thread.join(300)
+    print(f"stalled push reported after {client_seconds:.1f} s; the server's own call after {listing.result}")
+    assert push.returncode == 1
+    line = _one_line(err)
+    assert "storage stopped answering" in line and "falling back" not in err, line
+    assert client_seconds < CLIENT_BOUND
+    assert listing.result is not None
+    status, body, server_seconds = listing.result
+    assert status == 503 and body["error"]["code"] == "StorageUnavailable", body
+    assert "storage stopped answering" in body["error"]["message"] and server_seconds < SERVER_BOUND
+    _wait(lambda: httpx.get(f"{server.url}/readyz", timeout=30).status_code == 200)
+    assert remote_chain(server, name, tmp_path / "check") is None  # the head never moved
+    done = summary(run_cli("push", name, f"{server.url}/{name}", "--json", workspace=a))
+    assert done["objects_skipped"] >= 5  # uploads from before the stall were not sent again
+    assert remote_chain(server, name, tmp_path / "final") == log_of(a, name)
+    store.close()
+
+
+def test_a_store_that_stops_answering_mid_pull_fails_it_in_time_and_a_rerun_resumes(
+    private_s3: tuple[S3Env, Path], server_factory: Any, tmp_path: Path
+) -> None:
+    s3, directory = private_s3
+    server, store = _server_on(s3, server_factory)
+    store.close()
+    name, a, b = "stalled-pull", tmp_path / "a", tmp_path / "b"
+    run_cli("add", name, *map(str, make_files(tmp_path / "in", 60, 16_384)), workspace=a)
+    summary(run_cli("push", name, f"{server.url}/{name}", "--json", workspace=a))
+    pull = subprocess.Popen(
+        [*CLI, "pull", f"{server.url}/{name}", *SLOW, "--workspace", str(b)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait(lambda: len(list((b / "store" / name / "data").glob("*"))) >= 5)
+    with gateway_paused(directory):
+        started = time.monotonic()
+        _, err = pull.communicate(timeout=300)
+        client_seconds = time.monotonic() - started
+    print(f"stalled pull reported after {client_seconds:.1f} s")
+    assert pull.returncode == 1
+    line = _one_line(err)
+    assert "storage stopped answering" in line and "falling back" not in err, line
+    assert client_seconds < CLIENT_BOUND
+    assert log_of(b, name) is None  # nothing visible: the local head never moved
+    done = summary(run_cli("pull", f"{server.url}/{name}", "--json", workspace=b))
+    assert done["objects_skipped"] >= 5
+    assert log_of(b, name) == log_of(a, name)

@@ -90,9 +90,8 @@ async def _push_once(
 ) -> TransferSummary:
     assert local.tip is not None
     tip = local.tip
-    guess = await asyncio.to_thread(
-        local_bundle, dataset, tip, expected if expected and local.contains(expected) else None
-    )
+    guessed_from = expected if expected and local.contains(expected) else None
+    guess = await asyncio.to_thread(local_bundle, dataset, tip, guessed_from)
     refs = guess.objects()
     plan = TransferPlan(num_blocks=len(guess.blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
     async with transport.push(remote) as channel:
@@ -106,7 +105,8 @@ async def _push_once(
         if common == tip.head and current != tip.head:
             # forced, and the remote is ahead of us: resend our head block, so the remote moves back to it
             common = dataset.hash_at(tip.sequence_number - 1) if tip.sequence_number > 0 else None
-        bundle = await asyncio.to_thread(local_bundle, dataset, tip, common)
+        # the usual case: the remote is where we last left it, so the planned bundle is the one to send
+        bundle = guess if common == guessed_from else await asyncio.to_thread(local_bundle, dataset, tip, common)
         page_limit = await channel.send_blocks(bundle)
         async with KeepAlive(channel) as beat:  # hashing and uploads take time; the commit is the server's
             files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle)

@@ -109,7 +109,8 @@ async def _push_once(
         if common == tip.head and current != tip.head:
             # forced, and the remote is ahead of us: resend our head block, so the remote moves back to it
             common = dataset.hash_at(tip.sequence_number - 1) if tip.sequence_number > 0 else None
-        bundle = await asyncio.to_thread(local_bundle, dataset, tip, common)
+        # the usual case: the remote is where we last left it, so the planned bundle is the one to send
+        bundle = guess if common == after else await asyncio.to_thread(local_bundle, dataset, tip, common)
         page_limit = await channel.send_blocks(bundle)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
         async with KeepAlive(channel, options.keepalive_interval) as beat:

@@ -37,9 +37,11 @@ def normalize(source: Path, destination: Path, required: tuple[str, ...] = ("off
             group = reader.read_row_group(index)
             pending = pa.concat_tables([pending, pa.Table.from_arrays(group.columns, schema=schema)])
             while pending.num_rows >= ROW_GROUP_ROWS:
-                writer.write_table(pending.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                # contiguous columns: page boundaries then depend on the rows, not on Spark's row groups
+                chunk = pending.slice(0, ROW_GROUP_ROWS).combine_chunks()
+                writer.write_table(chunk, row_group_size=ROW_GROUP_ROWS)
                 pending = pending.slice(ROW_GROUP_ROWS)
             del group
             pa.default_memory_pool().release_unused()  # keep the driver's footprint at one row group
         if pending.num_rows:
-            writer.write_table(pending, row_group_size=ROW_GROUP_ROWS)
+            writer.write_table(pending.combine_chunks(), row_group_size=ROW_GROUP_ROWS)

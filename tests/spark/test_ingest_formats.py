@@ -183,3 +183,20 @@ def test_csv_with_a_schema_is_typed_and_later_csv_reads_with_the_recorded_schema
         assert table.column("id").to_pylist() == [1, 2, 3]
         assert table.column("amount").to_pylist() == [Decimal("1.50"), None, Decimal("2.50")]
         assert table.column("at").to_pylist()[2] == dt.datetime(2024, 2, 1, tzinfo=dt.UTC)
+
+
+def test_slice_bytes_depend_on_the_rows_only_not_on_sparks_row_groups(tmp_path: Path) -> None:
+    from smart_transfer.ingest.parquet import ROW_GROUP_ROWS, normalize
+
+    rows = ROW_GROUP_ROWS * 2 + 17
+    table = pa.table({"offset": pa.array(range(rows), pa.int64()), "v": [f"value {i % 1000}" for i in range(rows)]})
+    outputs = []
+    for groups in (1000, 99_999, rows):
+        source, target = tmp_path / f"in-{groups}.parquet", tmp_path / f"out-{groups}.parquet"
+        pq.write_table(table, source, row_group_size=groups)
+        normalize(source, target)
+        outputs.append(target.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    written = pq.ParquetFile(tmp_path / "out-1000.parquet")
+    assert [written.metadata.row_group(i).num_rows for i in range(3)] == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 17]
+    assert written.schema_arrow.field("v").nullable and not written.schema_arrow.field("offset").nullable

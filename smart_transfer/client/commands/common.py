@@ -47,14 +47,24 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     return Workspace(args.workspace or Workspace.default_root())
 
 
-def existing_workspace(args: argparse.Namespace) -> Workspace:
-    """The workspace a read-only command reads (WorkspaceNotFound when there is none)."""
-    return Workspace.open_existing(args.workspace or Workspace.default_root())
+def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Workspace:
+    """The workspace a read-only command reads (WorkspaceNotFound when there is none). ``read_only``:
+    without taking the index's lock, so the command runs while a pull or an ingest holds it."""
+    return Workspace.open_existing(args.workspace or Workspace.default_root(), read_only=read_only)
+
+
+def add_token_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
 
 
 def token(args: argparse.Namespace) -> str | None:
     value: str | None = args.token or os.environ.get(TOKEN_ENV)
     return value
+
+
+def warn(text: str) -> None:
+    """A warning line on standard error (the SDK's ``warn`` callback)."""
+    print(f"smart-transfer: warning: {text}", file=sys.stderr)
 
 
 def print_json(value: object) -> None:

@@ -118,6 +118,8 @@ def export(
         sys.stdout.buffer.flush()
         return summary
     target = Path(out)
+    if not target.parent.is_dir():
+        raise LocalError(ErrorCode.INVALID_REQUEST, f"cannot write {out}: no such directory {target.parent}")
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(temp, "wb") as sink:

@@ -18,8 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+import numpy
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from smart_transfer.client.errors import LocalError, sdk_errors
@@ -158,7 +158,7 @@ class LocalDataset:
         selection = self.select(offsets=offsets, blocks=blocks)
         schema = self.schema(selection)
         tables = list(self.tables(selection, schema))
-        return pa.concat_tables(tables) if tables else schema.empty_table()
+        return pa.concat_tables(tables) if tables else _empty(schema)
 
     def to_pandas(self, *, offsets: Range | None = None, blocks: Range | None = None) -> pandas.DataFrame:
         """The selected records as a pandas DataFrame (needs pandas installed)."""
@@ -267,13 +267,28 @@ def _read_rows(path: Path, entry: SliceEntry, selection: Selection) -> pa.Table:
             continue
         group = parquet.read_row_group(index)
         if has_column:
-            offsets = group.column(OFFSET_COLUMN)
-            group = group.filter(pc.and_(pc.greater_equal(offsets, first), pc.less_equal(offsets, last)))
+            group = _within(group, first, last)
         else:
             start = max(first, low) - low
             group = group.slice(start, min(last, high) - low - start + 1)
         parts.append(group)
-    return pa.concat_tables(parts) if parts else parquet.schema_arrow.empty_table()
+    return pa.concat_tables(parts) if parts else _empty(parquet.schema_arrow)
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches([], schema=schema)  # Schema.empty_table() would import pandas
+
+
+def _within(table: pa.Table, first: int, last: int) -> pa.Table:
+    """The rows of ``table`` whose offset is within ``first..last``. Rows in offset order (as ingest
+    writes them) are one slice of the table; otherwise they are picked one by one."""
+    offsets = table.column(OFFSET_COLUMN).to_numpy()
+    picked = numpy.flatnonzero((offsets >= first) & (offsets <= last))
+    if len(picked) == 0:
+        return table.slice(0, 0)
+    if picked[-1] - picked[0] + 1 == len(picked):
+        return table.slice(int(picked[0]), len(picked))  # no compute kernel: pyarrow's would import pandas
+    return table.take(picked)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

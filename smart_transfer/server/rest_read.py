@@ -66,7 +66,7 @@ def _describe(repo: DatasetRepository, block: str | None) -> DatasetInfo:
     operation_id="describeDataset",
     summary="Describe a dataset",
     response_model=DatasetInfo,
-    responses=error_responses(ErrorCode.INVALID_DATASET_NAME, ErrorCode.DATASET_NOT_FOUND),
+    responses=error_responses(ErrorCode.INVALID_DATASET_NAME, ErrorCode.INVALID_REQUEST, ErrorCode.DATASET_NOT_FOUND),
 )
 async def describe_dataset(
     dataset: DatasetParam,

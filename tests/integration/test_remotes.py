@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import CLI, ServerProcess, make_files, run_cli, summary
 from tests.integration.test_read import one_line_error
+from tests.integration.test_security import token
 
 
 def status(workspace: Path, name: str, *url: str) -> tuple[int, dict[str, Any]]:
@@ -157,17 +158,7 @@ def test_ls_lists_each_dataset_with_its_size(smart_server: ServerProcess, datase
 
 def test_ls_shows_only_what_the_token_may_read(server_factory: Any, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-
-    def token(subject: str, *grants: str) -> str:
-        made = subprocess.run(
-            [*CLI, "token", "add", "--tokens", str(tokens), "--subject", subject, *grants],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return made.stdout.strip()
-
-    writer, reader = token("writer", "--write", "*"), token("reader", "--read", "team-*")
+    writer, reader = token(tokens, "writer", "--write", "*"), token(tokens, "reader", "--read", "team-*")
     server = server_factory("--tokens", str(tokens))
     a = tmp_path / "a"
     for name in ("team-a", "private"):

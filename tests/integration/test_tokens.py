@@ -11,22 +11,17 @@ import orjson
 
 from tests.conftest import CLI, make_files, run_cli, summary
 from tests.integration.test_read import one_line_error
+from tests.integration.test_security import token
 
 
 def token_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, "token", *args], capture_output=True, text=True, check=False)
 
 
-def add(tokens: Path, subject: str, *grants: str) -> str:
-    result = token_cli("add", "--tokens", str(tokens), "--subject", subject, *grants)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
 def test_token_list_shows_subjects_and_grants_never_secrets(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    secrets = [add(tokens, "alice", "--read", "*"), add(tokens, "bob", "--write", "sales-*", "--read", "x")]
-    secrets.append(add(tokens, "bob", "--read", "y"))
+    secrets = [token(tokens, "alice", "--read", "*"), token(tokens, "bob", "--write", "sales-*", "--read", "x")]
+    secrets.append(token(tokens, "bob", "--read", "y"))
     listed = token_cli("list", "--tokens", str(tokens), "--json")
     assert orjson.loads(listed.stdout) == [
         {"subject": "alice", "read": ["*"], "write": []},
@@ -53,14 +48,14 @@ def test_token_list_shows_subjects_and_grants_never_secrets(tmp_path: Path) -> N
 
 def test_a_running_server_follows_its_tokens_file(server_factory: Any, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    alice = add(tokens, "alice", "--write", "*")
+    alice = token(tokens, "alice", "--write", "*")
     server = server_factory("--tokens", str(tokens))
     a, b = tmp_path / "a", tmp_path / "b"
     url = f"{server.url}/shared"
     run_cli("add", "shared", str(make_files(tmp_path / "in", 1, 100)[0]), workspace=a)
     summary(run_cli("push", "shared", url, "--token", alice, "--json", workspace=a))
 
-    bob = add(tokens, "bob", "--read", "shared")  # added while it runs: works at once
+    bob = token(tokens, "bob", "--read", "shared")  # added while it runs: works at once
     summary(run_cli("pull", url, "--token", bob, "--json", workspace=b))
     assert token_cli("revoke", "bob", "--tokens", str(tokens)).returncode == 0
     one_line_error(run_cli("pull", url, "--token", bob, workspace=b), 3, "unknown token")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,13 @@ def warn(text: str) -> None:
 
 def print_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value).decode() + "\n")
+
+
+def print_rows(rows: list[dict[str, Any]], as_json: bool, empty: str, line: Callable[[dict[str, Any]], str]) -> None:
+    """A listing: a JSON array, or one ``line`` per row (``empty`` when there is none)."""
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        print(empty)
+    for row in rows if not as_json else []:
+        print(line(row))

@@ -14,6 +14,7 @@ from smart_transfer.client.commands.common import (
     existing_workspace,
     open_workspace,
     print_json,
+    print_rows,
     token,
     warn,
 )
@@ -31,13 +32,15 @@ def run_remote_list(args: argparse.Namespace) -> int:
                 continue
             seen = workspace.index.remote_head(name, url)
             rows.append({"dataset": str(name), "remote": url, "last_seen_head": str(seen) if seen else None})
-    if args.json:
-        print_json(rows)
-    elif not rows:
-        print(f"no remote for {args.dataset}" if args.dataset else "no dataset has a remote")
-    for row in rows if not args.json else []:
-        note = f"  (last seen head {row['last_seen_head']})" if row["last_seen_head"] else ""
-        print(f"{row['dataset']}  {row['remote']}{note}")
+    print_rows(
+        rows,
+        args.json,
+        f"no remote for {args.dataset}" if args.dataset else "no dataset has a remote",
+        lambda row: (
+            f"{row['dataset']}  {row['remote']}"
+            + (f"  (last seen head {row['last_seen_head']})" if row["last_seen_head"] else "")
+        ),
+    )
     return 0
 
 

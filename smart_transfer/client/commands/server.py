@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.commands.common import Commands, add_parser, print_json
+from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows
 from smart_transfer.client.errors import EXIT_USAGE, CliError
 from smart_transfer.server import settings as defaults
 
@@ -101,12 +101,12 @@ def run_token_list(args: argparse.Namespace) -> int:
     except TokensFileError as exc:
         raise CliError(str(exc)) from None
     rows = [{"subject": g.subject, "read": list(g.read), "write": list(g.write)} for g in grants]
-    if args.json:
-        print_json(rows)
-    elif not rows:
-        print(f"no tokens in {args.tokens}")
-    for row in rows if not args.json else []:
-        print(f"{row['subject']}  read={','.join(row['read']) or '-'}  write={','.join(row['write']) or '-'}")
+    print_rows(
+        rows,
+        args.json,
+        f"no tokens in {args.tokens}",
+        lambda row: f"{row['subject']}  read={','.join(row['read']) or '-'}  write={','.join(row['write']) or '-'}",
+    )
     return 0
 
 

@@ -32,7 +32,9 @@ else:
         text=True,
     )
     assert server.stdout is not None
-    server_url = re.search(r"listening on (\S+)", server.stdout.readline()).group(1)  # type: ignore[union-attr]
+    announced = re.search(r"listening on (\S+)", server.stdout.readline())
+    assert announced is not None, "the server did not start"
+    server_url = announced.group(1)
 print(f"server: {server_url}; files under {work}")
 
 try:
@@ -53,7 +55,7 @@ try:
     with SyncClient(workspace_a) as client:
         pushed = client.push("orders", f"{server_url}/orders")
         print(f"pushed {pushed.blocks} block(s), {pushed.objects_transferred} object(s)")
-        print(f"A is {client.status('orders').relation} with its remote")
+        print(f"A compared with its remote: {client.status('orders').relation}")
 
     # %% 4. Pull into workspace B (another machine, in real life)
     with SyncClient(workspace_b) as client:

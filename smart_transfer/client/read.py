@@ -14,6 +14,7 @@ as one table with the columns and types unified (missing columns are null)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -45,13 +46,13 @@ def _bounds(wanted: Range, last: int, what: str, name: str) -> tuple[int, int]:
     return first, end
 
 
+@dataclass(frozen=True)
 class Selection:
-    """The slices a read touches and the offsets of the records it wants from them."""
+    """The slices a read touches (in chain order) and the offsets of the records it wants from them."""
 
-    def __init__(self, entries: list[SliceEntry], first: int, last: int) -> None:
-        self.entries = entries
-        self.first = first
-        self.last = last
+    entries: list[SliceEntry]
+    first: int
+    last: int
 
     def whole(self, entry: SliceEntry) -> bool:
         """Whether every record of ``entry`` is wanted."""

@@ -116,13 +116,12 @@ class Client:
 
     def remote_of(self, name: str) -> RemoteDataset:
         """The remote of workspace dataset ``name``: the URL it was first pulled from or pushed to, or
-        the one set with ``remote set``. LocalError (a usage error) when it has none."""
+        the one set with ``remote set``. InvalidUrl (a usage error) when it has none."""
         with sdk_errors():
             url = self.workspace.remotes.get(DatasetName(name))
         if url is None:
-            raise LocalError(
-                ErrorCode.INVALID_REQUEST,
-                f"{name} has no remote: give its URL (the first one is remembered) or `remote set {name} URL`",
+            raise InvalidUrl(
+                f"{name} has no remote: give its URL (the first one is remembered) or `remote set {name} URL`"
             )
         return RemoteDataset.parse(url)
 

@@ -54,7 +54,7 @@ def test_the_example_ingests_pushes_pulls_and_reads_with_pandas_and_spark(tmp_pa
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert "A is same with its remote" in lines
+    assert "A compared with its remote: same" in lines
     assert "pandas: 10000 rows, columns ['offset', 'order_id', 'customer', 'amount']" in lines
     assert "spark: 10000 rows from 1 slice file(s)" in lines
     assert "pandas and Spark agree" in lines

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from smart_transfer.model import AddData, ChainTip, DataSlice, Multihash, ObjectKind, ObjectRef, decode_block
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.repo.errors import CorruptRepository
+from smart_transfer.repo.errors import CorruptRepository, HeadMoved
 
 #: The column of a data slice holding each record's offset (ingest writes it first); a slice without
 #: it is read as if its rows held the offsets of its interval in file order.
@@ -46,9 +46,10 @@ class ChainSlices:
         self.tip = tip
 
     def check_pinned(self) -> None:
-        """Raise when the indexed chain no longer ends at ``tip`` (rewritten by a forced pull)."""
-        if self.dataset.hash_at(self.tip.sequence_number) != self.tip.head:
-            raise CorruptRepository(f"{self.dataset.name} was rewritten since it was opened; open it again")
+        """HeadMoved when the indexed chain no longer holds ``tip`` (a forced pull rewrote it since)."""
+        entry = self.dataset.index.entry_at(self.dataset.name, self.tip.sequence_number)
+        if entry is None or entry[0] != self.tip.head:
+            raise HeadMoved(str(self.tip.head), str(entry[0]) if entry is not None else None)
 
     def in_blocks(self, first: int, last: int) -> Iterator[SliceEntry]:
         """Slices added by blocks ``first..last`` (inclusive), in chain order."""

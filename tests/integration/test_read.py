@@ -240,3 +240,31 @@ def test_ranges_parse_inclusive_with_open_ends() -> None:
     assert parse_range("100-") == (100, None)
     assert parse_range("-199") == (None, 199)
     assert parse_range("7") == (7, 7)
+
+
+def test_a_handle_stays_pinned_at_its_head_until_a_forced_pull_rewrites_it(
+    local_server: ServerProcess, dataset_name: str, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    url = f"{local_server.url}/{dataset_name}"
+    nxt = add_slices(a, dataset_name, tmp_path / "in", [10])
+    summary(run_cli("push", dataset_name, url, "--json", workspace=a))
+    with SyncClient(b) as client:
+        client.pull(url)
+        pinned = client.dataset(dataset_name)
+        add_slices(a, dataset_name, tmp_path / "more", [5], start=nxt)
+        summary(run_cli("push", dataset_name, "--json", workspace=a))
+        client.pull(dataset_name)
+        assert (pinned.records, pinned.to_arrow().num_rows) == (10, 10)  # the head it was opened at
+        assert client.dataset(dataset_name).to_arrow().num_rows == 15
+    # B's own block, then A's history forced over it: the handle says so instead of reading the other chain
+    add_slices(b, dataset_name, tmp_path / "b-only", [3], start=15)
+    add_slices(a, dataset_name, tmp_path / "a-only", [4], start=15)
+    summary(run_cli("push", dataset_name, "--json", workspace=a))
+    with SyncClient(b) as client:
+        before = client.dataset(dataset_name)
+        client.pull(dataset_name, force=True)
+        with pytest.raises(LocalError) as caught:
+            before.to_arrow()
+        assert caught.value.code is ErrorCode.INVALID_HEAD and "changed meanwhile" in str(caught.value)
+        assert client.dataset(dataset_name).to_arrow().num_rows == 19

@@ -52,8 +52,8 @@ test-unit: install
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check smart_transfer tests scripts
-	$(BIN)/ruff format --check smart_transfer tests scripts
+	$(BIN)/ruff check smart_transfer tests scripts examples
+	$(BIN)/ruff format --check smart_transfer tests scripts examples
 
 typecheck: install
 	$(BIN)/mypy

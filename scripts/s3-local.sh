@@ -3,7 +3,9 @@
 # benchmarks (never a mock: it checks presigned signatures, expiry, methods and Content-MD5).
 #
 #   scripts/s3-local.sh start DIR PORT   install if missing, start, create user + bucket, print env
-#   scripts/s3-local.sh env   DIR PORT   print the environment variables of that instance
+#   scripts/s3-local.sh env   DIR PORT   print the environment variables of that instance (incl. the
+#                                        standard AWS_ENDPOINT_URL, and s5cmd's S3_ENDPOINT_URL, so serve,
+#                                        the AWS CLI, boto3 and s5cmd all find it)
 #   scripts/s3-local.sh stop  DIR        stop this instance's daemons (by PID, never by name)
 #   scripts/s3-local.sh stop-gateway DIR / start-gateway DIR
 #                                        stop or restart only the S3 gateway (an outage: the data stays)
@@ -44,6 +46,8 @@ print_env() {
   cat <<EOF
 export SMART_TRANSFER_TEST_S3_ENDPOINT=http://127.0.0.1:${port}
 export SMART_TRANSFER_TEST_S3_BUCKET=${BUCKET}
+export AWS_ENDPOINT_URL=http://127.0.0.1:${port}
+export S3_ENDPOINT_URL=http://127.0.0.1:${port}
 export AWS_ACCESS_KEY_ID=${ACCESS_KEY}
 export AWS_SECRET_ACCESS_KEY=${SECRET_KEY}
 export AWS_DEFAULT_REGION=us-east-1

@@ -7,6 +7,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from smart_transfer.client.read import LocalDataset, open_dataset
     from smart_transfer.client.sdk import (
         Client,
         DivergedError,
@@ -31,11 +32,14 @@ _WHERE = {
     "TransferFailed": "sdk",
     "TransferSummary": "sdk",
     "SyncClient": "sync",
+    "LocalDataset": "read",
+    "open_dataset": "read",
 }
 __all__ = [
     "Client",
     "DivergedError",
     "InvalidUrl",
+    "LocalDataset",
     "LocalError",
     "ProgressUpdate",
     "RemoteError",
@@ -43,6 +47,7 @@ __all__ = [
     "SyncClient",
     "TransferFailed",
     "TransferSummary",
+    "open_dataset",
 ]
 
 

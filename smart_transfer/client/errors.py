@@ -4,9 +4,13 @@ said it (``RemoteError``) or this side found it (``LocalError``). The CLI maps t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import REJECTIONS, Details, ErrorCode, ProtocolError
+from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved, RepositoryError, WorkspaceNotFound
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -72,6 +76,25 @@ def from_protocol(error: ProtocolError, *, remote: bool, context: str = "") -> S
     kind = RemoteError if remote else LocalError
     message = f"{context}{error.message}"
     return kind(error.code, message, error.details, error.details_dict())
+
+
+@contextmanager
+def sdk_errors() -> Iterator[None]:
+    """The workspace's own errors as the SDK's exceptions (callers catch SmartTransferError)."""
+    try:
+        yield
+    except InvalidDatasetName as exc:
+        raise LocalError(ErrorCode.INVALID_DATASET_NAME, str(exc)) from None
+    except DatasetNotFound as exc:
+        raise LocalError(ErrorCode.DATASET_NOT_FOUND, f"{exc} in the workspace") from None
+    except HeadMoved as exc:
+        raise LocalError(ErrorCode.INVALID_HEAD, f"the local dataset changed meanwhile ({exc}); run it again") from None
+    except WorkspaceNotFound as exc:
+        raise LocalError(ErrorCode.DATASET_NOT_FOUND, str(exc)) from None
+    except CorruptRepository as exc:
+        raise LocalError(ErrorCode.INTERNAL, f"the workspace is damaged: {exc}") from None
+    except (ModelError, RepositoryError) as exc:
+        raise LocalError(ErrorCode.INTERNAL, str(exc)) from None
 
 
 class CliError(Exception):

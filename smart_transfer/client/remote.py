@@ -41,6 +41,40 @@ def _split(url: str) -> SplitResult:
     return parts
 
 
+def _base(url: str, parts: SplitResult, prefix: list[str], where: str) -> str:
+    """``scheme://host[:port][/prefix]`` with every prefix segment checked."""
+    for segment in prefix:
+        if _PREFIX_SEGMENT.fullmatch(segment) is None or set(segment) == {"."}:
+            raise InvalidUrl(f"{redact(url)!r}: invalid path segment {segment[:40]!r}{where}")
+    return f"{parts.scheme}://{parts.netloc}" + "".join(f"/{s}" for s in prefix)
+
+
+def is_url(text: str) -> bool:
+    """Whether a command argument is meant as a URL (as opposed to a dataset name)."""
+    return "://" in text
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteServer:
+    """A smart-transfer server: ``http(s)://HOST[:PORT][/PREFIX]``."""
+
+    base_url: str  # no trailing slash
+
+    @classmethod
+    def parse(cls, url: str) -> RemoteServer:
+        """Parse and check a server URL; InvalidUrl (a usage error) when it cannot name one."""
+        parts = _split(url)
+        prefix = [segment for segment in parts.path.split("/") if segment]
+        return cls(_base(url, parts, prefix, ""))
+
+    def dataset(self, name: str) -> RemoteDataset:
+        """A dataset on this server (InvalidUrl for a name no dataset may have)."""
+        try:
+            return RemoteDataset(self.base_url, DatasetName(name))
+        except InvalidDatasetName as exc:
+            raise InvalidUrl(f"{self.base_url}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteDataset:
     """A dataset on a smart-transfer server."""
@@ -53,14 +87,11 @@ class RemoteDataset:
         """Parse and check ``url``; InvalidUrl (a usage error) when it cannot name a dataset."""
         parts = _split(url)
         *prefix, name = parts.path.rstrip("/").split("/")[1:] or [""]
-        for segment in prefix:
-            if _PREFIX_SEGMENT.fullmatch(segment) is None or set(segment) == {"."}:
-                raise InvalidUrl(f"{redact(url)!r}: invalid path segment {segment[:40]!r} before the dataset name")
+        base = _base(url, parts, prefix, " before the dataset name")
         try:
             dataset = DatasetName(name)
         except InvalidDatasetName as exc:
             raise InvalidUrl(f"{redact(url)!r}: {exc}") from None
-        base = f"{parts.scheme}://{parts.netloc}" + "".join(f"/{s}" for s in prefix)
         return cls(base, dataset)
 
     @property

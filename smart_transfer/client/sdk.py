@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from smart_transfer.client.errors import (
     DivergedError,
@@ -21,18 +21,21 @@ from smart_transfer.client.errors import (
     LocalError,
     RemoteError,
     SmartTransferError,
+    sdk_errors,
 )
 from smart_transfer.client.flow import DEFAULT_PAGE_SIZE, FlowOptions, ProgressCallback, ProgressUpdate, TransferSummary
 from smart_transfer.client.pull import pull as pull_flow
 from smart_transfer.client.push import push as push_flow
-from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.simple import SimpleTransport
 from smart_transfer.client.smart import SmartTransport
+from smart_transfer.client.status import DatasetStatus, dataset_status, list_datasets
 from smart_transfer.client.transport import Transport
-from smart_transfer.model import InvalidDatasetName, ModelError
+from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
-from smart_transfer.repo import DatasetNotFound, HeadMoved, RepositoryError, Workspace
+from smart_transfer.protocol.rest import DatasetInfo
+from smart_transfer.repo import Workspace
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, TransferFailed
 from smart_transfer.transfer.ratelimit import RateLimiter
 
@@ -44,21 +47,10 @@ BUSY_ATTEMPTS = 6
 MAX_BUSY_DELAY = 30.0
 
 Operation = Callable[[Transport], Awaitable[TransferSummary]]
+R = TypeVar("R")
 
-
-@contextmanager
-def sdk_errors() -> Iterator[None]:
-    """The workspace's own errors as the SDK's exceptions (callers catch SmartTransferError)."""
-    try:
-        yield
-    except InvalidDatasetName as exc:
-        raise LocalError(ErrorCode.INVALID_DATASET_NAME, str(exc)) from None
-    except DatasetNotFound as exc:
-        raise LocalError(ErrorCode.DATASET_NOT_FOUND, f"{exc} in the workspace") from None
-    except HeadMoved as exc:
-        raise LocalError(ErrorCode.INVALID_HEAD, f"the local dataset changed meanwhile ({exc}); run it again") from None
-    except (ModelError, RepositoryError) as exc:
-        raise LocalError(ErrorCode.INTERNAL, f"the workspace is damaged: {exc}") from None
+if TYPE_CHECKING:
+    from smart_transfer.client.read import LocalDataset
 
 
 class Client:
@@ -106,22 +98,71 @@ class Client:
         )
 
     async def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:
-        """Bring the local dataset up to the remote head. Raises SmartTransferError (RemoteError,
-        LocalError, DivergedError, InvalidUrl) or TransferFailed; on any failure the local head is
-        unchanged."""
-        remote = RemoteDataset.parse(url)
-        name = as_name or remote.name
-        return await self._run(
+        """Bring the local dataset up to the remote head. ``url``: the remote dataset's URL, or the name
+        of a workspace dataset with a remote (see ``remote_of``). Raises SmartTransferError
+        (RemoteError, LocalError, DivergedError, InvalidUrl) or TransferFailed; on any failure the local
+        head is unchanged."""
+        if is_url(url):
+            remote = RemoteDataset.parse(url)
+            name = as_name or remote.name
+        elif as_name is not None:
+            raise InvalidUrl(f"{url!r} is not a URL: give a dataset URL with as_name (--as)")
+        else:
+            try:
+                name = DatasetName(url)
+            except InvalidDatasetName:
+                raise InvalidUrl(
+                    f"{redact(url)!r} is neither a dataset URL (http(s)://HOST[:PORT]/DATASET) nor a dataset name"
+                ) from None
+            remote = self.remote_of(name)
+        summary = await self._run(
             lambda transport: pull_flow(self.workspace, transport, self.options, remote, name, force)
         )
+        self._remember(name, remote)
+        return summary
 
-    async def push(self, name: str, url: str, force: bool = False) -> TransferSummary:
-        """Make the remote dataset's head the local head. Raises like ``pull``; on any failure the
-        remote head is unchanged."""
-        remote = RemoteDataset.parse(url)
-        return await self._run(
+    async def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
+        """Make the remote dataset's head the local head; ``url`` None: the dataset's remote. Raises
+        like ``pull``; on any failure the remote head is unchanged."""
+        remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
+        summary = await self._run(
             lambda transport: push_flow(self.workspace, transport, self.options, remote, name, force)
         )
+        self._remember(name, remote)
+        return summary
+
+    def remote_of(self, name: str) -> RemoteDataset:
+        """The remote of workspace dataset ``name``: the URL it was first pulled from or pushed to, or
+        the one set with ``remote set``. InvalidUrl (a usage error) when it has none."""
+        with sdk_errors():
+            url = self.workspace.remotes.get(DatasetName(name))
+        if url is None:
+            raise InvalidUrl(
+                f"{name} has no remote: give its URL (the first one is remembered) or `remote set {name} URL`"
+            )
+        return RemoteDataset.parse(url)
+
+    def _remember(self, name: str, remote: RemoteDataset) -> None:
+        with sdk_errors():
+            self.workspace.remotes.remember(DatasetName(name), remote.url)
+
+    async def status(self, name: str, url: str | None = None) -> DatasetStatus:
+        """How workspace dataset ``name`` relates to its remote (or ``url``): one request, nothing moves."""
+        remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
+        with sdk_errors():
+            dataset = self.workspace.dataset(name)
+        return await retry_when_busy(lambda: dataset_status(dataset, remote, self.token), self.warn)
+
+    async def list_datasets(self, server_url: str) -> list[DatasetInfo]:
+        """The datasets of the server at ``server_url`` the token may read, each described."""
+        server = RemoteServer.parse(server_url)
+        return await retry_when_busy(lambda: list_datasets(server, self.token), self.warn)
+
+    def dataset(self, name: str) -> LocalDataset:
+        """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""
+        from smart_transfer.client.read import LocalDataset
+
+        return LocalDataset(self.workspace, name)
 
     async def _run(self, operation: Operation) -> TransferSummary:
         """The chosen protocol, waiting out Busy answers; when direct storage transfers fail for
@@ -148,19 +189,23 @@ class Client:
             return await self._when_not_busy(operation, simple(redirect=False))
 
     async def _when_not_busy(self, operation: Operation, transport: Transport) -> TransferSummary:
-        """Run ``operation``; when the server answers Busy, wait as it asks (doubling, with jitter) and
-        try again, up to BUSY_ATTEMPTS times."""
-        for number in range(1, BUSY_ATTEMPTS + 1):
-            try:
-                return await operation(transport)
-            except RemoteError as exc:
-                if exc.code is not ErrorCode.BUSY or number == BUSY_ATTEMPTS:
-                    raise
-                base = float(exc.details.retry_after) if isinstance(exc.details, BusyDetails) else 1.0
-                delay = min(MAX_BUSY_DELAY, base * 2 ** (number - 1)) * random.uniform(0.5, 1.5)
-                self.warn(f"server busy; retrying in {delay:.1f} s")
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+        return await retry_when_busy(lambda: operation(transport), self.warn)
+
+
+async def retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[[str], None]) -> R:
+    """Run ``operation``; when the server answers Busy, wait as it asks (doubling, with jitter) and
+    try again, up to BUSY_ATTEMPTS times."""
+    for number in range(1, BUSY_ATTEMPTS + 1):
+        try:
+            return await operation()
+        except RemoteError as exc:
+            if exc.code is not ErrorCode.BUSY or number == BUSY_ATTEMPTS:
+                raise
+            base = float(exc.details.retry_after) if isinstance(exc.details, BusyDetails) else 1.0
+            delay = min(MAX_BUSY_DELAY, base * 2 ** (number - 1)) * random.uniform(0.5, 1.5)
+            warn(f"server busy; retrying in {delay:.1f} s")
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import aiohttp
 import orjson
+from pydantic import BaseModel, ValidationError
 
 from smart_transfer.client.errors import LocalError, RemoteError, from_protocol
 from smart_transfer.client.remote import RemoteDataset, redact
@@ -21,6 +22,7 @@ from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_ref
 from smart_transfer.model.walk import walk_chain_async
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
+from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
@@ -28,6 +30,7 @@ from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_sessio
 #: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
 SIMPLE_PAGE_SIZE = 1000
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 _STATUS_CODES = {status: code for code, status in reversed(HTTP_STATUS.items())}
 
 
@@ -59,14 +62,12 @@ async def in_parallel(items: Sequence[T], work: Callable[[T], Awaitable[None]], 
         raise group_error.exceptions[0] from None
 
 
-class RestClient:
-    """The REST calls of one remote dataset."""
+class RestSession:
+    """REST calls to one server with one token."""
 
-    def __init__(self, http: aiohttp.ClientSession, remote: RemoteDataset, token: str | None, redirect: bool) -> None:
+    def __init__(self, http: aiohttp.ClientSession, token: str | None) -> None:
         self.http = http
-        self.remote = remote
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.redirect = redirect
 
     async def call(
         self,
@@ -91,6 +92,30 @@ class RestClient:
         if response.status not in ok:
             raise status_error(url, response.status, body)
         return response.status, body
+
+    async def get_model(self, url: str, model: type[M]) -> M:
+        """GET ``url`` and parse its JSON body as ``model``."""
+        _, body = await self.call("GET", url, (200,))
+        try:
+            return model.model_validate_json(body)
+        except ValidationError as exc:
+            raise LocalError(
+                ErrorCode.BAD_MESSAGE, f"{redact(url)}: not a smart-transfer answer ({exc.error_count()} error(s))"
+            ) from None
+
+
+class RestClient(RestSession):
+    """The REST calls of one remote dataset."""
+
+    def __init__(self, http: aiohttp.ClientSession, remote: RemoteDataset, token: str | None, redirect: bool) -> None:
+        super().__init__(http, token)
+        self.remote = remote
+        self.redirect = redirect
+
+    async def describe(self, block: Multihash | None = None) -> DatasetInfo:
+        """``GET /{dataset}``: the dataset's head, size and, given ``block``, where that block is on its chain."""
+        query = f"?block={block}" if block is not None else ""
+        return await self.get_model(f"{self.remote.url}{query}", DatasetInfo)
 
     async def head(self) -> Multihash | None:
         """The remote head, None when the dataset does not exist."""

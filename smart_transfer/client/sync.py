@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from smart_transfer.client.sdk import Client, TransferSummary
+from smart_transfer.client.status import DatasetStatus
+from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
+
+if TYPE_CHECKING:
+    from smart_transfer.client.read import LocalDataset
 
 
 class SyncClient:
-    """``SyncClient(workspace_dir).pull(url)`` / ``.push(name, url)``; same options as ``Client``."""
+    """``SyncClient(workspace_dir).pull(url)`` / ``.push(name, url)`` / ``.dataset(name).to_pandas()``;
+    same options as ``Client``."""
 
     def __init__(self, workspace: Workspace | Path | str | None = None, **options: Any) -> None:
         """``workspace``: an open Workspace (left open on close), or a directory to open."""
@@ -26,9 +32,22 @@ class SyncClient:
         """Pull ``url`` into the workspace (see ``Client.pull``)."""
         return asyncio.run(self._client.pull(url, as_name=as_name, force=force))
 
-    def push(self, name: str, url: str, force: bool = False) -> TransferSummary:
-        """Push dataset ``name`` to ``url`` (see ``Client.push``)."""
+    def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
+        """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""
         return asyncio.run(self._client.push(name, url, force=force))
+
+    def status(self, name: str, url: str | None = None) -> DatasetStatus:
+        """How dataset ``name`` relates to its remote or ``url`` (see ``Client.status``)."""
+        return asyncio.run(self._client.status(name, url))
+
+    def list_datasets(self, server_url: str) -> list[DatasetInfo]:
+        """The datasets a server lets the token read (see ``Client.list_datasets``)."""
+        return asyncio.run(self._client.list_datasets(server_url))
+
+    def dataset(self, name: str) -> LocalDataset:
+        """Dataset ``name`` for reading: ``files()``, ``to_arrow()``, ``to_pandas()``, ``to_spark(spark)``
+        (see ``LocalDataset``); valid while this client is open."""
+        return self._client.dataset(name)
 
     def close(self) -> None:
         if self._owns_workspace:

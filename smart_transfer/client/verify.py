@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.simple import RestClient
+from smart_transfer.client.status import DIVERGED, REMOTE_MISSING, relation_of
 from smart_transfer.client.transport import LocalChain
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs, objects_of, validate_chain
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
@@ -40,7 +41,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.problems and self.relation != "diverged"
+        return not self.problems and self.relation != DIVERGED
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
@@ -89,9 +90,8 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
         digest = digest_file(path, ref.physical_hash.code)
         if digest.size != ref.size or digest.multihash != ref.physical_hash:
             report.problems.append(f"{label}: corrupt ({digest.size} bytes, hash {digest.multihash})")
-            quarantine = store.root / ".store" / "quarantine"
-            quarantine.mkdir(parents=True, exist_ok=True)
-            os.replace(path, quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
+            workspace.quarantine.mkdir(parents=True, exist_ok=True)
+            os.replace(path, workspace.quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
             report.quarantined.append(label)
     return report, blocks
 
@@ -110,7 +110,7 @@ async def compare_remote(
         head = await rest.head()
         report.remote_head = str(head) if head is not None else None
         if head is None:
-            report.relation = "remote-missing"
+            report.relation = REMOTE_MISSING
             return
         local = LocalChain(None, [], lambda h: h in local_seq)
         walked, common_hash = await rest.walk(head, local)
@@ -118,10 +118,7 @@ async def compare_remote(
     report.common_block = common
     report.remote_only_blocks = len(walked)
     report.local_only_blocks = local_tip_seq - (common if common is not None else -1)
-    if report.remote_only_blocks == 0:
-        report.relation = "same" if report.local_only_blocks == 0 else "local-ahead"
-    else:
-        report.relation = "remote-ahead" if report.local_only_blocks == 0 else "diverged"
+    report.relation = relation_of(report.local_only_blocks, report.remote_only_blocks)
 
 
 RELATIONS = {

@@ -85,9 +85,12 @@ class DatasetRepository:
 
     def _sync(self) -> ChainTip | None:
         """Make the index match the stored head: walk back from head to the first block on the indexed
-        chain, validate the new part, and record it. Handles rewrites (force)."""
-        head = self.head()
+        chain, validate the new part, and record it. Handles rewrites (force). A read-only index is
+        taken as it is: it names the chain committed when it was opened."""
         indexed = self.index.tip(self.name)
+        if self.index.read_only:
+            return indexed
+        head = self.head()
         if head is None:
             if indexed is not None:
                 self.index.forget(self.name)

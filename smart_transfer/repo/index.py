@@ -27,6 +27,8 @@ class RepositoryIndex:
     """One index for all datasets of a repository."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        #: Opened without the lock: sees the index as it was when opened, and writes fail.
+        self.read_only = read_only
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)

@@ -13,8 +13,9 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import WorkspaceNotFound
 from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import head_key
+from smart_transfer.repo.remotes import Remotes
 from smart_transfer.storage import ObjectStore
-from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.local import INTERNAL_DIR, LocalStore
 
 #: Where the CLI keeps its workspace unless ``--workspace`` or this variable says otherwise.
 WORKSPACE_ENV = "SMART_TRANSFER_WORKSPACE"
@@ -24,9 +25,9 @@ DEFAULT_WORKSPACE = Path(".smart-transfer/workspace")
 class Repository:
     """Datasets on ``store``, indexed in a RocksDB directory at ``index_path``."""
 
-    def __init__(self, store: ObjectStore, index_path: Path) -> None:
+    def __init__(self, store: ObjectStore, index_path: Path, *, read_only: bool = False) -> None:
         self.store = store
-        self.index = RepositoryIndex(index_path)
+        self.index = RepositoryIndex(index_path, read_only=read_only)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -59,20 +60,30 @@ class Repository:
 
 
 class Workspace(Repository):
-    """The client's local repository: a LocalStore plus index under one directory."""
+    """The client's local repository: a LocalStore plus index under one directory, and the remote
+    each dataset syncs with by default.
 
-    def __init__(self, root: Path) -> None:
+    ``read_only``: open the index without its lock, so readers run while a pull or an ingest holds the
+    workspace; they see the index as it was when opened, which only ever names committed chains."""
+
+    def __init__(self, root: Path, *, read_only: bool = False) -> None:
         self.root = Path(root)
         #: The workspace's store, with the file-level operations a LocalStore offers.
         self.local_store = LocalStore(self.root / "store")
-        super().__init__(self.local_store, self.root / "index")
+        super().__init__(self.local_store, self.root / "index", read_only=read_only)
+        self.remotes = Remotes(self.root / "remotes")
 
     @classmethod
-    def open_existing(cls, root: Path) -> Workspace:
+    def open_existing(cls, root: Path, *, read_only: bool = False) -> Workspace:
         """The workspace at ``root``; WorkspaceNotFound instead of creating one (read-only commands)."""
         if not (Path(root) / "index").is_dir():
             raise WorkspaceNotFound(f"no workspace at {root} (pull or add a dataset first, or give --workspace)")
-        return cls(root)
+        return cls(root, read_only=read_only)
+
+    @property
+    def quarantine(self) -> Path:
+        """Where ``verify`` moves corrupt objects (named ``{hash}-{random}``)."""
+        return self.local_store.root / INTERNAL_DIR / "quarantine"
 
     @staticmethod
     def default_root() -> Path:

@@ -17,6 +17,7 @@ from starlette.routing import Match
 import smart_transfer
 from smart_transfer.model import ModelError
 from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails, ProtocolError
+from smart_transfer.protocol.rest import ServerInfo
 from smart_transfer.repo import Repository, RepositoryError
 from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.access import AccessLog
@@ -30,16 +31,6 @@ from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
 from smart_transfer.storage import StorageError
-
-
-class ServerInfo(BaseModel):
-    """What ``GET /`` says: the server, and the datasets the token may read (never where they are stored)."""
-
-    server: str
-    version: str
-    store: str
-    datasets: list[str]
-    object_bytes_through_server: int
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import hmac
+import logging
 import secrets
 from dataclasses import dataclass, field
 from enum import Enum
@@ -20,6 +21,7 @@ import orjson
 
 #: Bytes of randomness in a new token (printed as 43 URL-safe characters).
 TOKEN_BYTES = 32
+log = logging.getLogger("smart_transfer.server.auth")
 
 
 class Access(Enum):
@@ -57,35 +59,68 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def load_grants(path: Path) -> list[Grant]:
+    """The grants of a tokens file (TokensFileError when it is missing or malformed)."""
+    try:
+        entries = orjson.loads(path.read_bytes())["tokens"]
+        grants = [
+            Grant(
+                str(e["subject"]),
+                str(e["sha256"]).lower(),
+                tuple(str(p) for p in e.get("read", [])),
+                tuple(str(p) for p in e.get("write", [])),
+            )
+            for e in entries
+        ]
+    except FileNotFoundError:
+        raise TokensFileError(f"no tokens file at {path}") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise TokensFileError(f"tokens file {path} is malformed: {exc}") from None
+    if any(len(g.sha256) != 64 for g in grants):
+        raise TokensFileError(f"tokens file {path}: every sha256 must be 64 hex digits")
+    return grants
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    """What changes whenever the file does (a rename over it, or an edit in place)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
 @dataclass
 class Authorizer:
     """Decides access. With no grants at all, everyone is anonymous and allowed (loopback only:
-    the server refuses to start otherwise unless told ``--allow-anonymous``)."""
+    the server refuses to start otherwise unless told ``--allow-anonymous``).
+
+    Given a tokens file, it is read again whenever it changes (one ``stat`` per check), so tokens
+    added or revoked take effect on the next request or session without a restart. A file that
+    becomes malformed or disappears fails closed: every token is refused (and logged) until it is fixed.
+    """
 
     grants: list[Grant] = field(default_factory=list)
     anonymous: bool = True
+    path: Path | None = None
+    _seen: tuple[int, int, int] | None = None
 
     @classmethod
     def from_file(cls, path: Path) -> Authorizer:
-        try:
-            document = orjson.loads(path.read_bytes())
-            entries = document["tokens"]
-            grants = [
-                Grant(
-                    str(e["subject"]),
-                    str(e["sha256"]).lower(),
-                    tuple(str(p) for p in e.get("read", [])),
-                    tuple(str(p) for p in e.get("write", [])),
-                )
-                for e in entries
-            ]
-        except FileNotFoundError:
-            raise TokensFileError(f"no tokens file at {path}") from None
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            raise TokensFileError(f"tokens file {path} is malformed: {exc}") from None
-        if any(len(g.sha256) != 64 for g in grants):
-            raise TokensFileError(f"tokens file {path}: every sha256 must be 64 hex digits")
-        return cls(grants, anonymous=False)
+        seen = _signature(path)
+        return cls(load_grants(path), anonymous=False, path=path, _seen=seen)
+
+    def current(self) -> list[Grant]:
+        """The grants, re-read first when the tokens file changed."""
+        if self.path is not None and (seen := _signature(self.path)) != self._seen:
+            self._seen = seen
+            try:
+                self.grants = load_grants(self.path)
+                log.info("tokens file %s reloaded: %d token(s)", self.path, len(self.grants))
+            except TokensFileError as exc:
+                self.grants = []
+                log.error("%s; every token is refused until it is fixed", exc)
+        return self.grants
 
     def subject(self, authorization: str | None) -> Grant | None:
         """The grant of the bearer token in an Authorization header (None: anonymous allowed)."""
@@ -94,7 +129,7 @@ class Authorizer:
         if not authorization or not authorization.lower().startswith("bearer "):
             raise AuthError(401, "a bearer token is required (Authorization: Bearer <token>)")
         digest = hash_token(authorization[7:].strip())
-        for grant in self.grants:
+        for grant in self.current():
             if hmac.compare_digest(grant.sha256, digest):
                 return grant
         raise AuthError(401, "unknown token")
@@ -107,15 +142,34 @@ class Authorizer:
         return grant
 
 
-def add_token(path: Path, subject: str, read: list[str], write: list[str]) -> str:
-    """Append a new token to the tokens file (creating it, mode 0600); returns the secret."""
-    token = secrets.token_urlsafe(TOKEN_BYTES)
-    document: dict[str, list[dict[str, object]]] = {"tokens": []}
-    if path.exists():
-        document = orjson.loads(path.read_bytes())
-    document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
+def _read_document(path: Path) -> dict[str, list[dict[str, object]]]:
+    load_grants(path)  # the same checks the server makes
+    document: dict[str, list[dict[str, object]]] = orjson.loads(path.read_bytes())
+    return document
+
+
+def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) -> None:
+    """Replace the tokens file atomically (mode 0600): a running server never reads half of it."""
     temp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
     temp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     temp.chmod(0o600)
     temp.replace(path)
+
+
+def add_token(path: Path, subject: str, read: list[str], write: list[str]) -> str:
+    """Append a new token to the tokens file (creating it, mode 0600); returns the secret."""
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    document = _read_document(path) if path.exists() else {"tokens": []}
+    document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
+    _write_document(path, document)
     return token
+
+
+def revoke_tokens(path: Path, subject: str) -> int:
+    """Remove every token of ``subject`` from the tokens file; returns how many there were."""
+    document = _read_document(path)
+    kept = [entry for entry in document["tokens"] if entry.get("subject") != subject]
+    removed = len(document["tokens"]) - len(kept)
+    if removed:
+        _write_document(path, {**document, "tokens": kept})
+    return removed

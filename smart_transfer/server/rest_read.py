@@ -11,10 +11,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
-from pydantic import BaseModel
 
 from smart_transfer.model import Multihash, ObjectKind, ObjectRef
+from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError, RangeNotSatisfiableDetails
+from smart_transfer.protocol.rest import BlockPosition, DatasetInfo, ObjectTotals
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.layout import block_key
 from smart_transfer.server.rest_common import (
@@ -34,29 +35,15 @@ router = APIRouter(tags=["simple protocol"], dependencies=[Depends(guard)])
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
-class ObjectTotals(BaseModel):
-    count: int
-    bytes: int
-
-
-class DatasetInfo(BaseModel):
-    """A dataset as ``GET /{dataset}`` describes it."""
-
-    name: str
-    dataset_id: str
-    head: str
-    blocks: int
-    records: int
-    data: ObjectTotals
-    checkpoints: ObjectTotals
-
-
 async def run(function: Any, *args: Any) -> Any:
     return await asyncio.to_thread(function, *args)
 
 
-def _describe(repo: DatasetRepository) -> DatasetInfo:
+def _describe(repo: DatasetRepository, block: str | None) -> DatasetInfo:
     tip = repo.require_tip()
+    position = None
+    if block is not None:
+        position = BlockPosition(hash=block, sequence_number=repo.sequence_of(Multihash.parse(block)))
     totals = {kind: [0, 0] for kind in ObjectKind}
     for kind, _, size in repo.index.objects(repo.name):
         totals[kind][0] += 1
@@ -70,6 +57,7 @@ def _describe(repo: DatasetRepository) -> DatasetInfo:
         records=tip.next_offset,
         data=ObjectTotals(count=data[0], bytes=data[1]),
         checkpoints=ObjectTotals(count=checkpoints[0], bytes=checkpoints[1]),
+        block=position,
     )
 
 
@@ -78,10 +66,20 @@ def _describe(repo: DatasetRepository) -> DatasetInfo:
     operation_id="describeDataset",
     summary="Describe a dataset",
     response_model=DatasetInfo,
-    responses=error_responses(ErrorCode.INVALID_DATASET_NAME, ErrorCode.DATASET_NOT_FOUND),
+    responses=error_responses(ErrorCode.INVALID_DATASET_NAME, ErrorCode.INVALID_REQUEST, ErrorCode.DATASET_NOT_FOUND),
 )
-async def describe_dataset(dataset: DatasetParam, state: State) -> DatasetInfo:
-    info: DatasetInfo = await run(_describe, dataset_of(state, dataset))
+async def describe_dataset(
+    dataset: DatasetParam,
+    state: State,
+    block: Annotated[
+        str | None,
+        Query(
+            pattern=HASH_PATTERN,
+            description="a block hash (a client's head): the answer says whether and where it is on the chain",
+        ),
+    ] = None,
+) -> DatasetInfo:
+    info: DatasetInfo = await run(_describe, dataset_of(state, dataset), block)
     return info
 
 

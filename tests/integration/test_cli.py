@@ -59,7 +59,18 @@ def test_bad_input_is_one_clear_line_and_changes_nothing(
     assert orjson.loads(run(ws, "list", "--json").stdout) == []
 
 
-@pytest.mark.parametrize("command", [("log", "x"), ("list",), ("verify", "x")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("log", "x"),
+        ("list",),
+        ("verify", "x"),
+        ("tail", "x"),
+        ("export", "x", "x.csv"),
+        ("status", "x"),
+        ("remote", "list"),
+    ],
+)
 def test_read_only_commands_on_a_missing_workspace_say_so_and_create_nothing(
     tmp_path: Path, command: tuple[str, ...]
 ) -> None:
@@ -70,9 +81,12 @@ def test_read_only_commands_on_a_missing_workspace_say_so_and_create_nothing(
     assert not ws.exists()
 
 
-@pytest.mark.parametrize("command", ["serve", "pull", "push", "gc", "ingest", "verify", "log"])
+@pytest.mark.parametrize(
+    "command",
+    ["serve", "pull", "push", "gc", "ingest", "verify", "log", "tail", "export", "status", "ls", "remote list"],
+)
 def test_help_shows_each_default_once(command: str) -> None:
-    result = subprocess.run([*CLI, command, "--help"], capture_output=True, text=True, check=False)
+    result = subprocess.run([*CLI, *command.split(), "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0
     flat = " ".join(result.stdout.split())
     assert "(default: None)" not in flat

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,14 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     return Workspace(args.workspace or Workspace.default_root())
 
 
-def existing_workspace(args: argparse.Namespace) -> Workspace:
-    """The workspace a read-only command reads (WorkspaceNotFound when there is none)."""
-    return Workspace.open_existing(args.workspace or Workspace.default_root())
+def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Workspace:
+    """The workspace a read-only command reads (WorkspaceNotFound when there is none). ``read_only``:
+    without taking the index's lock, so the command runs while a pull or an ingest holds it."""
+    return Workspace.open_existing(args.workspace or Workspace.default_root(), read_only=read_only)
+
+
+def add_token_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
 
 
 def token(args: argparse.Namespace) -> str | None:
@@ -57,5 +63,20 @@ def token(args: argparse.Namespace) -> str | None:
     return value
 
 
+def warn(text: str) -> None:
+    """A warning line on standard error (the SDK's ``warn`` callback)."""
+    print(f"smart-transfer: warning: {text}", file=sys.stderr)
+
+
 def print_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value).decode() + "\n")
+
+
+def print_rows(rows: list[dict[str, Any]], as_json: bool, empty: str, line: Callable[[dict[str, Any]], str]) -> None:
+    """A listing: a JSON array, or one ``line`` per row (``empty`` when there is none)."""
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        print(empty)
+    for row in rows if not as_json else []:
+        print(line(row))

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.commands.common import Commands, add_parser, print_json
+from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows
 from smart_transfer.client.errors import EXIT_USAGE, CliError
 from smart_transfer.server import settings as defaults
 
@@ -80,11 +80,44 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_token_add(args: argparse.Namespace) -> int:
-    from smart_transfer.server.auth import add_token
+    from smart_transfer.server.auth import TokensFileError, add_token
 
     if not args.read and not args.write:
         raise CliError("give at least one --read or --write pattern", EXIT_USAGE)
-    print(add_token(Path(args.tokens), args.subject, args.read, args.write))
+    try:
+        print(add_token(Path(args.tokens), args.subject, args.read, args.write))
+    except TokensFileError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def run_token_list(args: argparse.Namespace) -> int:
+    from smart_transfer.server.auth import TokensFileError, load_grants
+
+    try:
+        grants = load_grants(Path(args.tokens))
+    except TokensFileError as exc:
+        raise CliError(str(exc)) from None
+    rows = [{"subject": g.subject, "read": list(g.read), "write": list(g.write)} for g in grants]
+    print_rows(
+        rows,
+        args.json,
+        f"no tokens in {args.tokens}",
+        lambda row: f"{row['subject']}  read={','.join(row['read']) or '-'}  write={','.join(row['write']) or '-'}",
+    )
+    return 0
+
+
+def run_token_revoke(args: argparse.Namespace) -> int:
+    from smart_transfer.server.auth import TokensFileError, revoke_tokens
+
+    try:
+        removed = revoke_tokens(Path(args.tokens), args.subject)
+    except TokensFileError as exc:
+        raise CliError(str(exc)) from None
+    if not removed:
+        raise CliError(f"no token of {args.subject!r} in {args.tokens}")
+    print(f"revoked {removed} token(s) of {args.subject}; a running server refuses them from its next request")
     return 0
 
 
@@ -341,6 +374,26 @@ def _register_token(commands: Commands) -> None:
             help=f"dataset-name pattern this token may {text}; repeatable; * and ? match",
         )
     token_add.set_defaults(handler=run_token_add)
+    token_list = add_parser(
+        actions,
+        "list",
+        help="list the tokens' subjects and grants (never secrets)",
+        description="List every "
+        "token of the tokens file: its subject and its read and write patterns. Secrets are not stored.",
+    )
+    token_list.add_argument("--json", action="store_true", help="print a JSON array")
+    token_revoke = add_parser(
+        actions,
+        "revoke",
+        help="remove every token of a subject",
+        description="Remove every token of SUBJECT from the tokens file. A running server re-reads the file "
+        "when it changes: the tokens are refused from the next request or session on (sessions already "
+        "running finish).",
+    )
+    token_revoke.add_argument("subject", metavar="SUBJECT")
+    for parser, handler in ((token_list, run_token_list), (token_revoke, run_token_revoke)):
+        parser.add_argument("--tokens", required=True, metavar="FILE", help="the tokens file")
+        parser.set_defaults(handler=handler)
 
 
 def register(commands: Commands) -> None:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from smart_transfer.client.commands.common import (
-    TOKEN_ENV,
     Commands,
     add_parser,
+    add_token_option,
     add_workspace_option,
     existing_workspace,
     open_workspace,
     print_json,
     token,
+    warn,
 )
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
@@ -116,7 +116,7 @@ def run_transfer(args: argparse.Namespace) -> int:
             limit_rate=args.limit_rate,
             protocol=args.protocol,
             fallback=not args.no_fallback,
-            warn=lambda text: print(f"smart-transfer: warning: {text}", file=sys.stderr),
+            warn=warn,
             timeouts=Timeouts(args.connect_timeout, args.read_timeout, args.attempts, args.min_rate),
             answer_timeout=args.answer_timeout,
             keepalive_interval=args.keepalive_interval,
@@ -152,7 +152,7 @@ def run_verify(args: argparse.Namespace) -> int:
 def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
     parser.add_argument("--force", action="store_true", help=force_help)
     parser.add_argument("--parallel", type=int, default=limits.DEFAULT_PARALLEL, help="concurrent object transfers")
-    parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    add_token_option(parser)
     parser.add_argument(
         "--limit-rate",
         type=_rate,
@@ -186,9 +186,14 @@ def register(commands: Commands) -> None:
         help="pull a dataset from a server into the workspace",
         description="Bring a local dataset up to the remote head. Blocks travel in one WebSocket session; "
         "objects are downloaded directly from storage in parallel and verified before the local head moves. "
-        "Re-running an interrupted pull resumes it.",
+        "Re-running an interrupted pull resumes it. The first URL a dataset is pulled from or pushed to becomes "
+        "its remote (see `remote`).",
     )
-    pull.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
+    pull.add_argument(
+        "url",
+        metavar="URL|DATASET",
+        help="http(s)://HOST:PORT/DATASET, or the name of a workspace dataset to pull from its remote",
+    )
     pull.add_argument("--as", dest="as_name", default=None, help="local dataset name (default: the remote name)")
     _add_transfer_options(pull, "replace the local history when it diverged from the remote one (same Seed only)")
     pull.set_defaults(handler=run_transfer)
@@ -202,7 +207,9 @@ def register(commands: Commands) -> None:
         "already has are never uploaded again.",
     )
     push.add_argument("dataset", metavar="DATASET")
-    push.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
+    push.add_argument(
+        "url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET (default: its remote)"
+    )
     _add_transfer_options(push, "replace the remote history when it diverged from the local one (same Seed only)")
     push.set_defaults(handler=run_transfer)
 
@@ -217,7 +224,7 @@ def register(commands: Commands) -> None:
     )
     verify.add_argument("dataset", metavar="DATASET")
     verify.add_argument("url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET")
-    verify.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
+    add_token_option(verify)
     verify.add_argument("--json", action="store_true", help="print one JSON report")
     add_workspace_option(verify)
     verify.set_defaults(handler=run_verify)

@@ -14,6 +14,7 @@ from smart_transfer.client.commands.common import (
     existing_workspace,
     open_workspace,
     print_json,
+    print_rows,
 )
 from smart_transfer.client.errors import EXIT_USAGE, CliError
 from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, OffsetInterval, decode_block
@@ -83,12 +84,12 @@ def run_list(args: argparse.Namespace) -> int:
                         "records": tip.next_offset,
                     }
                 )
-        if args.json:
-            print_json(rows)
-        elif not rows:
-            print(f"no datasets in {workspace.root}")
-        for row in rows if not args.json else []:
-            print(f"{row['name']}  {row['head']}  blocks={row['blocks']}  records={row['records']}")
+        print_rows(
+            rows,
+            args.json,
+            f"no datasets in {workspace.root}",
+            lambda row: f"{row['name']}  {row['head']}  blocks={row['blocks']}  records={row['records']}",
+        )
     return 0
 
 

@@ -1,0 +1,138 @@
+"""``tail`` and ``export``: reading a workspace dataset's records back. Both open the workspace
+read-only, so they run while a pull or an ingest is under way, and see the last committed state."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import TYPE_CHECKING, Any
+
+from smart_transfer.client.commands.common import (
+    Commands,
+    add_parser,
+    add_workspace_option,
+    existing_workspace,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from smart_transfer.client.read import Range
+
+#: Records ``tail`` shows unless ``-n`` says otherwise.
+DEFAULT_TAIL_RECORDS = 20
+#: Characters of one value ``tail`` shows in its table (longer ones end with an ellipsis; --json shows all).
+TAIL_CELL_WIDTH = 40
+_RANGE = re.compile(r"(\d*)-(\d*)|(\d+)")
+
+
+def parse_range(text: str) -> Range:
+    """``FIRST-LAST`` (inclusive; either end may be left out) or a single number."""
+    match = _RANGE.fullmatch(text.strip())
+    if match is None or match.group(0) == "-":
+        raise argparse.ArgumentTypeError(f"not a range: {text!r} (examples: 100-199, 100-, -199, 42)")
+    if match.group(3) is not None:
+        return int(match.group(3)), int(match.group(3))
+    first, last = (int(part) if part else None for part in match.group(1, 2))
+    if first is not None and last is not None and first > last:
+        raise argparse.ArgumentTypeError(f"range {text!r} ends before it starts")
+    return first, last
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a number of records: {text!r}")
+    return int(text)
+
+
+def _cell(value: Any) -> str:
+    text = "null" if value is None else str(value)
+    text = text.replace("\n", "\\n").replace("\t", "\\t")
+    return text if len(text) <= TAIL_CELL_WIDTH else text[: TAIL_CELL_WIDTH - 1] + "…"
+
+
+def print_table(columns: list[str], rows: list[dict[str, Any]]) -> None:
+    """Rows as a text table, columns aligned."""
+    cells = [[_cell(row[name]) for name in columns] for row in rows]
+    widths = [max([len(name), *(len(line[i]) for line in cells)]) for i, name in enumerate(columns)]
+    for line in [columns, *cells]:
+        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip())
+
+
+def run_tail(args: argparse.Namespace) -> int:
+    from smart_transfer.client.export import json_rows
+    from smart_transfer.client.read import LocalDataset
+
+    with existing_workspace(args, read_only=True) as workspace:
+        table = LocalDataset(workspace, args.dataset).tail(args.records)
+    if args.json:
+        sys.stdout.buffer.writelines(json_rows(table))
+    elif table.num_columns:
+        print_table(table.column_names, table.to_pylist())
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from smart_transfer.client.export import export, format_of
+    from smart_transfer.client.read import LocalDataset
+
+    fmt = format_of(args.output, args.format)
+    with existing_workspace(args, read_only=True) as workspace:
+        dataset = LocalDataset(workspace, args.dataset)
+        summary = export(dataset, args.output, fmt, offsets=args.offsets, blocks=args.blocks)
+    if args.output == "-":
+        return 0  # standard output holds the data
+    if args.json:
+        print_json(summary.to_dict())
+    else:
+        print(
+            f"{summary.dataset}: exported {summary.records} record(s) from {summary.slices} slice(s) "
+            f"to {summary.output} ({summary.format}); head {summary.head}"
+        )
+    return 0
+
+
+def register(commands: Commands) -> None:
+    tail = add_parser(
+        commands,
+        "tail",
+        help="print a dataset's last records",
+        description="Print the last records of a workspace dataset, oldest first, as a table (or JSON lines). "
+        "Only the slices and row groups that hold them are read. Sees the last committed state, never a pull "
+        "in progress.",
+    )
+    tail.add_argument("dataset", metavar="DATASET")
+    tail.add_argument(
+        "-n", "--records", type=_count, default=DEFAULT_TAIL_RECORDS, metavar="N", help="how many records"
+    )
+    tail.add_argument("--json", action="store_true", help="one JSON object per record")
+    add_workspace_option(tail)
+    tail.set_defaults(handler=run_tail)
+
+    export = add_parser(
+        commands,
+        "export",
+        help="write a dataset's records to a CSV, JSON lines or Parquet file",
+        description="Write the records of a workspace dataset (all, or a range of offsets or blocks) to OUT in "
+        "chain order, one slice at a time; '-' writes to standard output. The file appears only when complete. "
+        "Slices with differing schemas are written with their columns and types unified.",
+    )
+    export.add_argument("dataset", metavar="DATASET")
+    export.add_argument("output", metavar="OUT", help="the file to write, or - for standard output")
+    export.add_argument(
+        "--format", choices=("csv", "jsonl", "parquet"), default=None, help="default: from OUT's suffix"
+    )
+    selection = export.add_mutually_exclusive_group()
+    selection.add_argument(
+        "--offsets", type=parse_range, default=None, metavar="FIRST-LAST", help="only these records (inclusive)"
+    )
+    selection.add_argument(
+        "--blocks",
+        type=parse_range,
+        default=None,
+        metavar="FIRST-LAST",
+        help="only the slices added by these blocks (sequence numbers, inclusive)",
+    )
+    export.add_argument("--json", action="store_true", help="print one JSON summary object")
+    add_workspace_option(export)
+    export.set_defaults(handler=run_export)

@@ -1,0 +1,321 @@
+"""Reading a dataset back: the data slices of a workspace's committed chain as files, an Arrow table, a
+pandas or a Spark DataFrame, whole or for a range of offsets or blocks.
+
+A ``LocalDataset`` is pinned to the head the dataset had when it was opened: it only ever reads
+slices that committed chain references, and those were verified (hash and size) before the pull or
+ingest that brought them committed, so a half-pulled state is never visible. A slice that is missing,
+truncated or was moved to quarantine by ``verify`` is one clear ``LocalError`` naming it.
+
+Rows are read from the slices' Parquet files with pyarrow: only the row groups whose ``offset``
+statistics meet the requested range are read, so the last rows of a long dataset cost a few index
+lookups and one row group. Slices whose schemas differ (a column added, int32 then int64) are read
+as one table with the columns and types unified (missing columns are null)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+import numpy
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from smart_transfer.client.errors import LocalError, sdk_errors
+from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.repo import Workspace
+from smart_transfer.repo.slices import OFFSET_COLUMN, ChainSlices, SliceEntry
+
+if TYPE_CHECKING:
+    import pandas
+
+#: An inclusive range; either end may be None (from the first, or to the last).
+Range = tuple[int | None, int | None]
+
+
+def _bounds(wanted: Range, last: int, what: str, name: str) -> tuple[int, int]:
+    """``wanted`` with open ends filled in, checked to lie within ``0..last``."""
+    first, end = (0 if wanted[0] is None else wanted[0]), (last if wanted[1] is None else wanted[1])
+    if last < 0:
+        raise LocalError(ErrorCode.INVALID_INTERVAL, f"{name} has no records yet")
+    if not 0 <= first <= end <= last:
+        raise LocalError(ErrorCode.INVALID_INTERVAL, f"{name}: {what} {first}-{end} are not within its {what} 0-{last}")
+    return first, end
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The slices a read touches (in chain order) and the offsets of the records it wants from them."""
+
+    entries: list[SliceEntry]
+    first: int
+    last: int
+
+    def whole(self, entry: SliceEntry) -> bool:
+        """Whether every record of ``entry`` is wanted."""
+        return self.first <= entry.first_offset and entry.last_offset <= self.last
+
+
+class LocalDataset:
+    """A dataset of a workspace, pinned at the head it had when opened. Open one with
+    ``SyncClient.dataset(name)``, ``Client.dataset(name)`` or ``open_dataset(workspace_dir, name)``.
+
+    ``offsets=(first, last)`` selects records by offset, ``blocks=(first, last)`` the slices added by
+    those blocks (sequence numbers); both inclusive, either end None for open. Raises LocalError."""
+
+    def __init__(self, workspace: Workspace, name: str, *, owns_workspace: bool = False) -> None:
+        self.workspace = workspace
+        self._owns_workspace = owns_workspace
+        with sdk_errors():
+            dataset = workspace.dataset(name)
+            self._chain = ChainSlices(dataset, dataset.require_tip())
+        self.name = str(dataset.name)
+
+    @property
+    def head(self) -> str:
+        """The head block the dataset is pinned at."""
+        return str(self._chain.tip.head)
+
+    @property
+    def blocks(self) -> int:
+        return self._chain.tip.sequence_number + 1
+
+    @property
+    def records(self) -> int:
+        return self._chain.tip.next_offset
+
+    def select(self, *, offsets: Range | None = None, blocks: Range | None = None) -> Selection:
+        """The slices (in chain order) holding the selected records (metadata only; no file is read)."""
+        tip = self._chain.tip
+        with sdk_errors():
+            if offsets is not None and blocks is not None:
+                raise LocalError(ErrorCode.INVALID_REQUEST, "select by offsets or by blocks, not both")
+            if blocks is not None:
+                first, last = _bounds(blocks, tip.sequence_number, "blocks", self.name)
+                entries = list(self._chain.in_blocks(first, last))
+                return Selection(entries, 0, tip.next_offset - 1)
+            if offsets is None and tip.next_offset == 0:
+                return Selection([], 0, -1)
+            first, last = _bounds(offsets or (None, None), tip.next_offset - 1, "offsets", self.name)
+            return Selection(self._chain.for_offsets(first, last), first, last)
+
+    def slices(self, *, offsets: Range | None = None, blocks: Range | None = None) -> list[SliceEntry]:
+        """The data slices holding the selected records, in chain order."""
+        return self.select(offsets=offsets, blocks=blocks).entries
+
+    def files(self, *, offsets: Range | None = None, blocks: Range | None = None) -> list[Path]:
+        """The Parquet files of the selected slices, in chain order, each checked present and whole."""
+        return [self.path_of(entry) for entry in self.slices(offsets=offsets, blocks=blocks)]
+
+    def path_of(self, entry: SliceEntry) -> Path:
+        """Where a slice's file is; LocalError when it is missing, truncated or quarantined."""
+        path = self.workspace.local_store.path_of(self._chain.dataset.object_key(entry.ref))
+        try:
+            size: int | None = path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        if size == entry.data.size:
+            return path
+        if any(self.workspace.quarantine.glob(f"{entry.data.physical_hash}-*")):
+            why = "was moved to quarantine by verify (it was corrupt)"
+        else:
+            why = "is missing from the workspace" if size is None else f"has {size} bytes instead of {entry.data.size}"
+        raise LocalError(
+            ErrorCode.OBJECT_NOT_FOUND,
+            f"{self.name}: data slice {entry.data.physical_hash} (block {entry.sequence_number}, offsets "
+            f"{entry.first_offset}-{entry.last_offset}) {why}; `smart-transfer pull {self.name}` fetches it again",
+        )
+
+    # -- rows ------------------------------------------------------------------------------------
+
+    def schema(self, selection: Selection) -> pa.Schema:
+        """One schema for the selected slices (read from their footers only): theirs when they agree,
+        else the columns of all with types widened."""
+        schemas = [self._parquet(entry, pq.read_schema) for entry in selection.entries]
+        if not schemas:
+            return pa.schema([])
+        if all(s.equals(schemas[0], check_metadata=True) for s in schemas):
+            return schemas[0]
+        try:
+            return pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise LocalError(ErrorCode.INTERNAL, f"{self.name}: the slices' schemas do not combine: {exc}") from None
+
+    def tables(self, selection: Selection, schema: pa.Schema) -> Iterator[pa.Table]:
+        """The selected records slice by slice, in chain order, each as a table of ``schema``."""
+        for entry in selection.entries:
+            table = self._parquet(entry, partial(_read_rows, entry=entry, selection=selection))
+            try:
+                yield _conform(table, schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                raise LocalError(
+                    ErrorCode.INTERNAL, f"{self.name}: slice of block {entry.sequence_number} does not fit: {exc}"
+                ) from None
+
+    def to_arrow(self, *, offsets: Range | None = None, blocks: Range | None = None) -> pa.Table:
+        """The selected records as one pyarrow Table, in chain order."""
+        selection = self.select(offsets=offsets, blocks=blocks)
+        schema = self.schema(selection)
+        tables = list(self.tables(selection, schema))
+        return pa.concat_tables(tables) if tables else _empty(schema)
+
+    def to_pandas(self, *, offsets: Range | None = None, blocks: Range | None = None) -> pandas.DataFrame:
+        """The selected records as a pandas DataFrame (needs pandas installed)."""
+        try:
+            import pandas  # noqa: F401 - only to say clearly that it is missing
+        except ImportError:
+            raise LocalError(ErrorCode.INVALID_REQUEST, "to_pandas needs pandas: pip install pandas") from None
+        return self.to_arrow(offsets=offsets, blocks=blocks).to_pandas()
+
+    def tail(self, count: int) -> pa.Table:
+        """The last ``count`` records, oldest first (reads only the row groups that hold them)."""
+        if count < 0:
+            raise LocalError(ErrorCode.INVALID_REQUEST, "the number of records to show cannot be negative")
+        if self.records == 0:
+            return self.to_arrow()
+        table = self.to_arrow(offsets=(max(0, self.records - max(count, 1)), None))
+        if OFFSET_COLUMN in table.column_names:
+            table = table.sort_by(OFFSET_COLUMN)
+        return table.slice(max(0, len(table) - count)) if count else table.slice(0, 0)
+
+    def to_spark(self, spark: Any, *, offsets: Range | None = None, blocks: Range | None = None) -> Any:
+        """The selected records as a Spark DataFrame read by Spark itself from the slice files (as
+        ``file://`` URIs: on a cluster, keep the workspace on a filesystem every executor mounts).
+        Rows are in no particular order; ``orderBy("offset")`` restores the dataset's order."""
+        selection = self.select(offsets=offsets, blocks=blocks)
+        paths = [self.path_of(entry).as_uri() for entry in selection.entries]
+        if not paths:
+            from pyspark.sql.types import StructType
+
+            return spark.createDataFrame([], StructType([]))
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+        if all(selection.whole(entry) for entry in selection.entries):
+            return frame
+        if OFFSET_COLUMN not in frame.columns:
+            raise LocalError(
+                ErrorCode.INVALID_REQUEST, f"{self.name}: its slices have no {OFFSET_COLUMN!r} column to select by"
+            )
+        return frame.where(frame[OFFSET_COLUMN].between(selection.first, selection.last))
+
+    def _parquet(self, entry: SliceEntry, read: Any) -> Any:
+        """``read(path)`` on a slice's file, with a clear error when it is not readable Parquet."""
+        path = self.path_of(entry)
+        try:
+            return read(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise LocalError(
+                ErrorCode.INTERNAL,
+                f"{self.name}: data slice {entry.data.physical_hash} (block {entry.sequence_number}) "
+                f"is not readable as Parquet: {exc}",
+            ) from None
+
+    # -- lifetime --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the workspace when this handle opened it (``open_dataset``)."""
+        if self._owns_workspace:
+            self.workspace.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_dataset(workspace: Path | str | None, name: str) -> LocalDataset:
+    """Open dataset ``name`` of the workspace at ``workspace`` (None: the default one) for reading.
+    The workspace's index is opened read-only, so this works while a pull or an ingest runs; close
+    the handle (or use ``with``) when done."""
+    with sdk_errors():
+        opened = Workspace.open_existing(Path(workspace) if workspace else Workspace.default_root(), read_only=True)
+    try:
+        return LocalDataset(opened, name, owns_workspace=True)
+    except BaseException:
+        opened.close()
+        raise
+
+
+def _offset_spans(metadata: pq.FileMetaData, entry: SliceEntry) -> list[tuple[int, int]]:
+    """Each row group's first and last offset: from the offset column's statistics, else (no such
+    column) from the row positions; a group without statistics may hold any of the slice's offsets."""
+    column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
+    spans, position = [], entry.first_offset
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        span = (position, position + group.num_rows - 1)
+        if column is not None:
+            stats = group.column(column).statistics
+            has_range = stats is not None and stats.has_min_max
+            span = (int(stats.min), int(stats.max)) if has_range else (entry.first_offset, entry.last_offset)
+        spans.append(span)
+        position += group.num_rows
+    return spans
+
+
+def _read_rows(path: Path, entry: SliceEntry, selection: Selection) -> pa.Table:
+    """The selected records of one slice: only row groups that may hold them are read."""
+    parquet = pq.ParquetFile(path)
+    if selection.whole(entry):
+        return parquet.read()
+    first, last = selection.first, selection.last
+    has_column = OFFSET_COLUMN in parquet.schema_arrow.names
+    parts = []
+    for index, (low, high) in enumerate(_offset_spans(parquet.metadata, entry)):
+        if high < first or low > last:
+            continue
+        group = parquet.read_row_group(index)
+        if has_column:
+            group = _within(group, first, last)
+        else:
+            start = max(first, low) - low
+            group = group.slice(start, min(last, high) - low - start + 1)
+        parts.append(group)
+    return pa.concat_tables(parts) if parts else _empty(parquet.schema_arrow)
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches([], schema=schema)  # Schema.empty_table() would import pandas
+
+
+def _integers(column: pa.ChunkedArray) -> numpy.ndarray[Any, Any] | None:
+    """An integer column without nulls as one numpy array, read from its buffers (None for any other
+    column). Not ``to_numpy()``: pyarrow then imports pandas when installed, 0.5 s of a 1 s ``tail``."""
+    parts = []
+    for chunk in column.chunks:
+        if not pa.types.is_integer(chunk.type) or chunk.null_count:
+            return None
+        kind = "i" if pa.types.is_signed_integer(chunk.type) else "u"
+        dtype = numpy.dtype(f"{kind}{chunk.type.bit_width // 8}")
+        values = chunk.buffers()[1]
+        parts.append(numpy.frombuffer(values, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize))
+    return numpy.concatenate(parts) if parts else numpy.empty(0, numpy.int64)
+
+
+def _within(table: pa.Table, first: int, last: int) -> pa.Table:
+    """The rows of ``table`` whose offset is within ``first..last``. Rows in offset order (as ingest
+    writes them) are one slice of the table, cut without a compute kernel (pyarrow's import pandas);
+    otherwise they are picked one by one."""
+    column = table.column(OFFSET_COLUMN)
+    offsets = _integers(column)
+    if offsets is None:
+        return table.filter(pc.and_(pc.greater_equal(column, first), pc.less_equal(column, last)))
+    picked = numpy.flatnonzero((offsets >= first) & (offsets <= last))
+    if len(picked) and picked[-1] - picked[0] + 1 == len(picked):
+        return table.slice(int(picked[0]), len(picked))
+    return table.take(pa.array(picked, pa.int64())) if len(picked) else table.slice(0, 0)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns (missing ones null) and types."""
+    if table.schema.equals(schema):
+        return table
+    names = set(table.column_names)
+    columns = [
+        table.column(field.name).cast(field.type) if field.name in names else pa.nulls(len(table), field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)

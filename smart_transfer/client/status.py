@@ -1,0 +1,141 @@
+"""``status``: how a workspace dataset relates to its remote, in one round trip and without moving
+anything, and ``ls``: the datasets a server lets a token read.
+
+One request, ``GET /{dataset}?block=<local head>``, answers the remote head, its block and record
+counts, and whether (and where) the local head is on the remote chain. Whether the remote head is on
+the local chain is an index lookup here. Together:
+
+- same head: **same**;
+- the remote head is on the local chain: **local-ahead** (push sends the difference);
+- the local head is on the remote chain: **remote-ahead** (pull fetches the difference);
+- neither: **diverged** (``verify DATASET URL`` walks back to where the histories part);
+- no remote dataset: **remote-missing** (a push creates it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+
+from smart_transfer.client.errors import RemoteError
+from smart_transfer.client.remote import RemoteDataset, RemoteServer
+from smart_transfer.client.simple import RestClient, RestSession
+from smart_transfer.model import ChainTip, Multihash
+from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.rest import DatasetInfo, ServerInfo
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.transfer.http import make_session
+
+#: Datasets ``ls`` describes at once (one request each).
+LS_PARALLEL = 8
+
+SAME, LOCAL_AHEAD, REMOTE_AHEAD, DIVERGED, REMOTE_MISSING = (
+    "same",
+    "local-ahead",
+    "remote-ahead",
+    "diverged",
+    "remote-missing",
+)
+
+
+def relation_of(local_only: int, remote_only: int) -> str:
+    """The relation of two chains from the blocks only one of them has."""
+    if remote_only == 0:
+        return SAME if local_only == 0 else LOCAL_AHEAD
+    return REMOTE_AHEAD if local_only == 0 else DIVERGED
+
+
+@dataclass
+class DatasetStatus:
+    """What ``status`` found (``--json``); block and record counts are None where unknown."""
+
+    dataset: str
+    head: str | None
+    blocks: int
+    records: int
+    remote: str
+    remote_head: str | None = None
+    remote_blocks: int | None = None
+    remote_records: int | None = None
+    relation: str | None = None
+    local_only_blocks: int | None = None
+    remote_only_blocks: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """The relation in words."""
+        if self.relation == SAME:
+            return "up to date with the remote"
+        if self.relation == LOCAL_AHEAD:
+            return f"ahead of the remote by {self.local_only_blocks} block(s); push sends them"
+        if self.relation == REMOTE_AHEAD:
+            return f"behind the remote by {self.remote_only_blocks} block(s); pull fetches them"
+        if self.relation == DIVERGED:
+            return (
+                f"diverged from the remote ({self.blocks} local and {self.remote_blocks} remote block(s)); "
+                "`verify DATASET URL` shows where the histories part"
+            )
+        return "the remote has no such dataset; push creates it"
+
+
+def _compare(status: DatasetStatus, dataset: DatasetRepository, tip: ChainTip | None, info: DatasetInfo) -> None:
+    status.remote_head, status.remote_blocks, status.remote_records = info.head, info.blocks, info.records
+    local_seq = tip.sequence_number if tip is not None else -1
+    remote_tip = dataset.chain_tip_at(Multihash.parse(info.head)) if tip is not None else None
+    if remote_tip is not None:  # the remote head is on our chain
+        local_only, remote_only = local_seq - remote_tip.sequence_number, 0
+    elif info.block is not None and info.block.sequence_number is not None:  # our head is on theirs
+        local_only, remote_only = 0, info.blocks - 1 - info.block.sequence_number
+    elif tip is None:  # nothing local yet: all of it is the remote's
+        local_only, remote_only = 0, info.blocks
+    else:
+        status.relation = DIVERGED
+        return
+    status.relation = relation_of(local_only, remote_only)
+    status.local_only_blocks, status.remote_only_blocks = local_only, remote_only
+
+
+async def dataset_status(dataset: DatasetRepository, remote: RemoteDataset, token: str | None) -> DatasetStatus:
+    """Compare ``dataset`` (possibly not in the workspace yet) with ``remote`` in one request."""
+    tip = await asyncio.to_thread(dataset.tip)
+    status = DatasetStatus(
+        dataset.name,
+        str(tip.head) if tip is not None else None,
+        tip.sequence_number + 1 if tip is not None else 0,
+        tip.next_offset if tip is not None else 0,
+        remote.url,
+    )
+    async with make_session(1) as http:
+        try:
+            info = await RestClient(http, remote, token, redirect=True).describe(tip.head if tip else None)
+        except RemoteError as exc:
+            if exc.code is not ErrorCode.DATASET_NOT_FOUND:
+                raise
+            if tip is None:
+                raise RemoteError(exc.code, f"{dataset.name} is neither in the workspace nor on {remote.url}") from None
+            status.relation = REMOTE_MISSING
+            return status
+    await asyncio.to_thread(_compare, status, dataset, tip, info)
+    return status
+
+
+async def list_datasets(server: RemoteServer, token: str | None) -> list[DatasetInfo]:
+    """Every dataset of ``server`` the token may read, described (``GET /``, then ``GET /{dataset}``
+    for each, LS_PARALLEL at a time). A dataset deleted between the two is left out."""
+    async with make_session(LS_PARALLEL) as http:
+        names = (await RestSession(http, token).get_model(f"{server.base_url}/", ServerInfo)).datasets
+        semaphore = asyncio.Semaphore(LS_PARALLEL)
+
+        async def describe(name: str) -> DatasetInfo | None:
+            async with semaphore:
+                try:
+                    return await RestClient(http, server.dataset(name), token, redirect=True).describe()
+                except RemoteError as exc:
+                    if exc.code is ErrorCode.DATASET_NOT_FOUND:
+                        return None
+                    raise
+
+        found = await asyncio.gather(*(describe(name) for name in names))
+    return [info for info in found if info is not None]

@@ -1,0 +1,87 @@
+"""The data slices of a committed chain, found from the index: by block range, or by offset range with
+a binary search over the index's per-block offsets (so the last rows of a long chain cost a handful
+of lookups, not a walk of every block)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from smart_transfer.model import AddData, ChainTip, DataSlice, Multihash, ObjectKind, ObjectRef, decode_block
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.errors import CorruptRepository, HeadMoved
+
+#: The column of a data slice holding each record's offset (ingest writes it first); a slice without
+#: it is read as if its rows held the offsets of its interval in file order.
+OFFSET_COLUMN = "offset"
+
+
+@dataclass(frozen=True, slots=True)
+class SliceEntry:
+    """A data slice of the chain: the block that added it and what it holds."""
+
+    sequence_number: int
+    block_hash: Multihash
+    data: DataSlice
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(ObjectKind.DATA, self.data.physical_hash, self.data.size)
+
+    @property
+    def first_offset(self) -> int:
+        return self.data.offset_interval.start
+
+    @property
+    def last_offset(self) -> int:
+        return self.data.offset_interval.end
+
+
+class ChainSlices:
+    """The data slices of ``dataset``'s chain up to ``tip`` (a committed tip: the index has an entry
+    for every block up to it)."""
+
+    def __init__(self, dataset: DatasetRepository, tip: ChainTip) -> None:
+        self.dataset = dataset
+        self.tip = tip
+
+    def check_pinned(self) -> None:
+        """HeadMoved when the indexed chain no longer holds ``tip`` (a forced pull rewrote it since)."""
+        entry = self.dataset.index.entry_at(self.dataset.name, self.tip.sequence_number)
+        if entry is None or entry[0] != self.tip.head:
+            raise HeadMoved(str(self.tip.head), str(entry[0]) if entry is not None else None)
+
+    def in_blocks(self, first: int, last: int) -> Iterator[SliceEntry]:
+        """Slices added by blocks ``first..last`` (inclusive), in chain order."""
+        self.check_pinned()
+        for seq in range(first, last + 1):
+            block_hash = self.dataset.hash_at(seq)
+            event = decode_block(self.dataset.block_bytes(block_hash)).event
+            if isinstance(event, AddData) and event.new_data is not None:
+                yield SliceEntry(seq, block_hash, event.new_data)
+
+    def block_holding(self, offset: int) -> int:
+        """The sequence number of the block whose slice holds record ``offset`` (< next_offset):
+        the first block after which the chain's next offset exceeds it (binary search)."""
+        low, high = 0, self.tip.sequence_number
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.dataset.index.entry_at(self.dataset.name, middle)
+            if entry is None:
+                raise CorruptRepository(f"index of {self.dataset.name} has no block {middle}; delete it to rebuild")
+            if entry[1] > offset:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def for_offsets(self, first: int, last: int) -> list[SliceEntry]:
+        """Slices holding any record ``first..last`` (inclusive, within the chain's records), in chain order."""
+        if first > last:
+            return []
+        entries = []
+        for entry in self.in_blocks(self.block_holding(first), self.tip.sequence_number):
+            if entry.first_offset > last:
+                break
+            entries.append(entry)
+        return entries

@@ -23,7 +23,7 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach, known_blocks
-from smart_transfer.transfer.http import download
+from smart_transfer.transfer.http import SMALL_OBJECT_BYTES, download, download_bytes
 
 
 def local_chain(dataset: DatasetRepository, tip: ChainTip | None) -> LocalChain:
@@ -140,6 +140,13 @@ async def _fetch_objects(
 
         async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
             ref = item.ref()
+            key = dataset.object_key(ref)
+            if ref.size <= SMALL_OBJECT_BYTES:
+                data = await download_bytes(
+                    http, request, ref.physical_hash, ref.size, meter.add_bytes, options.timeouts, options.limiter
+                )
+                await asyncio.to_thread(store.put, key, data)
+                return ref.size
             verified = await download(
                 http,
                 request,
@@ -150,7 +157,7 @@ async def _fetch_objects(
                 timeouts=options.timeouts,
                 limiter=options.limiter,
             )
-            await asyncio.to_thread(store.adopt, dataset.object_key(ref), verified.temp_path)
+            await asyncio.to_thread(store.adopt, key, verified.temp_path)
             return verified.size
 
         files = [ObjectFile.of(r) for r in missing]

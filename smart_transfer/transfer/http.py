@@ -24,7 +24,7 @@ from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, Timeouts
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 __all__ = [
@@ -41,8 +41,6 @@ __all__ = [
 
 #: Read size while streaming downloads.
 CHUNK_BYTES = 1024 * 1024
-#: Objects up to this size are downloaded into memory and written by a worker thread (see download_bytes).
-SMALL_OBJECT_BYTES = 1024 * 1024
 #: Chunk size of rate-limited uploads.
 UPLOAD_CHUNK_BYTES = 64 * 1024
 

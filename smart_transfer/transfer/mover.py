@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
-from smart_transfer.transfer.http import TransferFailed, UrlExpired
+from smart_transfer.transfer.errors import TransferFailed, UrlExpired
 
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
 REFRESH_SHARE = 0.25

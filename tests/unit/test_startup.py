@@ -47,3 +47,13 @@ def test_parsing_the_command_line_loads_no_heavy_library(argv: list[str]) -> Non
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     heavy = done.stdout.strip().splitlines()[-1].removeprefix("HEAVY:")
     assert heavy == "", f"{' '.join(argv)} imported {heavy}"
+
+
+def test_the_sdk_reaches_the_server_before_loading_the_http_stack() -> None:
+    """A pull or push opens its session first; aiohttp (the object transfers) loads while the server plans."""
+    probe = (
+        "import sys, smart_transfer.client.sdk, smart_transfer.client.commands.transfer\n"
+        "print('HEAVY:' + ','.join(sorted({n.split('.')[0] for n in sys.modules} & {'aiohttp', 'yarl', 'boto3'})))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY:"

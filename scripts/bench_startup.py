@@ -1,4 +1,4 @@
-"""`make bench` case (s): start-up. How long `--version` and `--help` take, and how long `pull` and
+"""`make bench` case (u): start-up. How long `--version` and `--help` take, and how long `pull` and
 `push` take from process start to their first connection (a listener on 127.0.0.1 notes the moment
 it accepts; the command then fails, which does not matter here)."""
 
@@ -45,7 +45,7 @@ def _until_connect(command: Sequence[str], env: dict[str, str], listener: socket
 def startup_case(
     cli: Sequence[str], env: dict[str, str], work: Path, record: Callable[[str, str, float], None]
 ) -> None:
-    """Record case (s): each measurement RUNS times (``record(case, op, seconds)`` per run)."""
+    """Record case (u): each measurement RUNS times (``record(case, op, seconds)`` per run)."""
     workspace = work / "ws-startup"
     sample = work / "startup.bin"
     sample.write_bytes(b"start-up")
@@ -68,4 +68,4 @@ def startup_case(
         }
         for _ in range(RUNS):  # interleaved, so a noisy moment touches every command alike
             for op, measure in commands.items():
-                record("s", op, measure())
+                record("u", op, measure())

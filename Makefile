@@ -19,7 +19,7 @@ NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
+	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e '.[spark,dev,bench]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

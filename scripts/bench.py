@@ -12,7 +12,8 @@ driver (the CLI's Python process) and of its JVM, a 10-row change into the keyed
 bytes a push moves after it compared with the first push. Run alone (--cases i) it needs no S3.
 
 Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios.
-Speed is measured here, never asserted in tests.
+(u) start-up: `--version`, `--help`, and process start to the first connection of `pull` and `push`
+(scripts/bench_startup.py). Speed is measured here, never asserted in tests.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench_startup import startup_case
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -523,13 +526,13 @@ def main() -> int:
     parser.add_argument(
         "--ingest-rows", default="1000000,5000000", help="CSV rows ingested in case (i), comma-separated sizes"
     )
-    parser.add_argument("--cases", default="e,a,c,b,d,i", help="which cases to run, in order")
+    parser.add_argument("--cases", default="u,e,a,c,b,d,i", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
         bench = Bench(Path(work), args.reps, args.small)
         selected = [name.strip() for name in args.cases.split(",")]
-        bench.start(with_s3=any(name != "i" for name in selected))
+        bench.start(with_s3=any(name not in ("i", "u") for name in selected))
         cases: dict[str, Callable[[], None]] = {
             "e": lambda: bench.presigning(args.presign),
             "a": lambda: bench.transfer_case("a", "small", args.small, 4096),
@@ -537,6 +540,7 @@ def main() -> int:
             "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
             "d": lambda: bench.long_chain(args.chain),
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
+            "u": lambda: startup_case(CLI, bench.env, Path(work), bench.record),
         }
         try:
             for name in selected:

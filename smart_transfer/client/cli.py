@@ -10,16 +10,11 @@ from collections.abc import Callable, Sequence
 
 import smart_transfer
 from smart_transfer.client.commands import data, ingest, remotes, server, transfer, workspace
-from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError, SmartTransferError
-from smart_transfer.model import InvalidDatasetName, ModelError
-from smart_transfer.protocol.errors import REJECTIONS, ErrorCode
-from smart_transfer.repo import HeadMoved, RepositoryError
-from smart_transfer.storage import StorageError
-from smart_transfer.transfer.errors import TransferFailed, TransferRefused
+from smart_transfer.client.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 
+# Start-up time is part of every command: this module and the parser it builds import nothing heavy
+# (no pydantic, aiohttp, boto3 or pyarrow); each command imports what it uses when it runs.
 Handler = Callable[[argparse.Namespace], int]
-#: Codes that mean the command line itself was wrong when this side found them.
-USAGE_CODES = frozenset({ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_DATASET_NAME})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,10 +38,22 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
     """The exit code and the one line a failure is reported with."""
     if isinstance(exc, CliError):
         return exc.exit_code, str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted"
+    # only a failure pays for these imports (the command that raised has loaded them already)
+    from smart_transfer.client.errors import SmartTransferError
+    from smart_transfer.model import InvalidDatasetName, ModelError
+    from smart_transfer.protocol.errors import REJECTIONS, ErrorCode
+    from smart_transfer.repo import HeadMoved, RepositoryError
+    from smart_transfer.storage import StorageError
+    from smart_transfer.transfer.errors import TransferFailed, TransferRefused
+
+    #: codes that mean the command line itself was wrong when this side found them
+    usage_codes = {ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_DATASET_NAME}
     if isinstance(exc, SmartTransferError):
         if exc.rejected:
             return EXIT_REJECTED, str(exc)
-        return (EXIT_USAGE if not exc.remote and exc.code in USAGE_CODES else EXIT_ERROR), str(exc)
+        return (EXIT_USAGE if not exc.remote and exc.code in usage_codes else EXIT_ERROR), str(exc)
     if isinstance(exc, TransferRefused):
         return (EXIT_REJECTED if exc.code in REJECTIONS else EXIT_ERROR), f"transfer refused: {exc}"
     if isinstance(exc, TransferFailed):
@@ -57,8 +64,6 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, ModelError | StorageError | RepositoryError | OSError):
         return EXIT_ERROR, str(exc)
-    if isinstance(exc, KeyboardInterrupt):
-        return 130, "interrupted"
     return EXIT_ERROR, f"unexpected {type(exc).__name__}: {exc}"  # a bug must still not show a traceback
 
 

@@ -12,11 +12,6 @@ from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.errors import REJECTIONS, Details, ErrorCode, ProtocolError
 from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved, RepositoryError, WorkspaceNotFound
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_REJECTED = 3
-
 
 class SmartTransferError(Exception):
     """Base of the SDK's errors: a code, a message, and the code's typed details when known."""
@@ -95,11 +90,3 @@ def sdk_errors() -> Iterator[None]:
         raise LocalError(ErrorCode.INTERNAL, f"the workspace is damaged: {exc}") from None
     except (ModelError, RepositoryError) as exc:
         raise LocalError(ErrorCode.INTERNAL, str(exc)) from None
-
-
-class CliError(Exception):
-    """A command-line usage or input problem: one clear line and an exit code (never raised by the SDK)."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
-        self.exit_code = exit_code
-        super().__init__(message)

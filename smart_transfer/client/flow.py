@@ -8,16 +8,18 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from smart_transfer.client.errors import SmartTransferError
 from smart_transfer.client.settings import DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.transport import PullChannel, PushChannel
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, Timeouts
 from smart_transfer.transfer.mover import MoveResult, ObjectMover
 from smart_transfer.transfer.ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    import aiohttp
 
 #: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
 DEFAULT_PAGE_SIZE = 1000
@@ -114,7 +116,7 @@ class Meter:
             )
 
 
-Work = Callable[[aiohttp.ClientSession, ObjectFile, HttpRequest, Meter], Awaitable[int]]
+Work = Callable[["aiohttp.ClientSession", ObjectFile, HttpRequest, Meter], Awaitable[int]]
 
 
 class KeepAlive:
@@ -176,6 +178,9 @@ async def move_objects(
 ) -> MoveResult:
     """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel,
     while ``beat`` keeps the session alive (its meter counts the progress)."""
+    # the HTTP stack loads here, once objects are to move: a command reaches the server first
+    from smart_transfer.transfer.http import make_session
+
     meter = beat.meter
     assert meter is not None
     async with make_session(options.parallel, options.timeouts) as http:

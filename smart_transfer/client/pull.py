@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import replace
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.errors import DivergedError, LocalError, SmartTransferError, from_protocol
@@ -23,7 +22,10 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach, known_blocks
-from smart_transfer.transfer.http import download
+from smart_transfer.transfer.limits import SMALL_OBJECT_BYTES
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 def local_chain(dataset: DatasetRepository, tip: ChainTip | None) -> LocalChain:
@@ -137,9 +139,17 @@ async def _fetch_objects(
         known = {(r.kind, r.physical_hash) for r in missing}
         missing += [r for r in repairs if (r.kind, r.physical_hash) not in known]
         store = workspace.local_store
+        from smart_transfer.transfer.http import download, download_bytes  # loads the HTTP stack
 
         async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
             ref = item.ref()
+            key = dataset.object_key(ref)
+            if ref.size <= SMALL_OBJECT_BYTES:
+                data = await download_bytes(
+                    http, request, ref.physical_hash, ref.size, meter.add_bytes, options.timeouts, options.limiter
+                )
+                await asyncio.to_thread(store.put, key, data)
+                return ref.size
             verified = await download(
                 http,
                 request,
@@ -150,7 +160,7 @@ async def _fetch_objects(
                 timeouts=options.timeouts,
                 limiter=options.limiter,
             )
-            await asyncio.to_thread(store.adopt, dataset.object_key(ref), verified.temp_path)
+            await asyncio.to_thread(store.adopt, key, verified.temp_path)
             return verified.size
 
         files = [ObjectFile.of(r) for r in missing]

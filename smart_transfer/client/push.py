@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from smart_transfer.client.errors import DivergedError, SmartTransferError
 from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
@@ -24,8 +23,10 @@ from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.storage.digest import digest_file
 from smart_transfer.sync.bundle import Bundle
-from smart_transfer.transfer.http import upload
 from smart_transfer.transfer.mover import MoveResult
+
+if TYPE_CHECKING:
+    import aiohttp
 
 #: How often a push retries after learning that its record of the remote head was stale.
 MAX_STALE_HEAD_RETRIES = 3
@@ -134,6 +135,7 @@ async def _upload(
     page_limit: int,
 ) -> MoveResult:
     store = workspace.local_store
+    from smart_transfer.transfer.http import upload  # loads the HTTP stack
 
     async def send(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
         path: Path = store.path_of(dataset.object_key(item.ref()))

@@ -28,15 +28,14 @@ from smart_transfer.client.pull import pull as pull_flow
 from smart_transfer.client.push import push as push_flow
 from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
-from smart_transfer.client.simple import SimpleTransport
 from smart_transfer.client.smart import SmartTransport
-from smart_transfer.client.status import DatasetStatus, dataset_status, list_datasets
 from smart_transfer.client.transport import Transport
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, TransferFailed
+from smart_transfer.transfer.errors import TransferFailed
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 log = logging.getLogger("smart_transfer.client")
@@ -51,6 +50,7 @@ R = TypeVar("R")
 
 if TYPE_CHECKING:
     from smart_transfer.client.read import LocalDataset
+    from smart_transfer.client.status import DatasetStatus
 
 
 class Client:
@@ -148,6 +148,8 @@ class Client:
 
     async def status(self, name: str, url: str | None = None) -> DatasetStatus:
         """How workspace dataset ``name`` relates to its remote (or ``url``): one request, nothing moves."""
+        from smart_transfer.client.status import dataset_status  # the HTTP stack loads on use
+
         remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
         with sdk_errors():
             dataset = self.workspace.dataset(name)
@@ -155,6 +157,8 @@ class Client:
 
     async def list_datasets(self, server_url: str) -> list[DatasetInfo]:
         """The datasets of the server at ``server_url`` the token may read, each described."""
+        from smart_transfer.client.status import list_datasets
+
         server = RemoteServer.parse(server_url)
         return await retry_when_busy(lambda: list_datasets(server, self.token), self.warn)
 
@@ -169,7 +173,9 @@ class Client:
         network reasons, the same operation again over the simple protocol through the server."""
         parallel, timeouts = self.options.parallel, self.options.timeouts
 
-        def simple(redirect: bool = True) -> SimpleTransport:
+        def simple(redirect: bool = True) -> Transport:
+            from smart_transfer.client.simple import SimpleTransport  # the HTTP stack loads on use
+
             return SimpleTransport(
                 self.token, parallel, redirect, timeouts=timeouts, answer_timeout=self.answer_timeout
             )

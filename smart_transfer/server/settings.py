@@ -6,12 +6,15 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
 from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
-from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
+
+if TYPE_CHECKING:  # the CLI reads the defaults above for --help: the stores load only when used
+    from smart_transfer.storage import ObjectStore
+    from smart_transfer.storage.local import LocalStore
 
 __all__ = [
     "DEFAULT_S3_ATTEMPTS",
@@ -123,6 +126,8 @@ class ServerSettings:
 
     def embedded_store(self, port: int) -> LocalStore | None:
         """The embedded store, when no S3 bucket is configured (its presigned URLs name this server)."""
+        from smart_transfer.storage.local import LocalStore
+
         return None if self.s3_bucket is not None else LocalStore(self.root / "store", public_url=self.base_url(port))
 
     def open_store(self, port: int) -> ObjectStore:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,6 +153,8 @@ class ObjectStore(ABC):
             for key, data in items:
                 self.put(key, data)
             return
+        from concurrent.futures import ThreadPoolExecutor  # not at import: `serve --help` reads this module
+
         with ThreadPoolExecutor(max_workers=parallelism) as pool:
             list(pool.map(lambda item: self.put(*item), items))
 

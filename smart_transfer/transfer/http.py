@@ -8,6 +8,8 @@ headers the URL was signed for (Content-MD5), so the store refuses any other bod
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, Timeouts
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "TransferRefused",
     "UrlExpired",
     "download",
+    "download_bytes",
     "make_session",
     "upload",
 ]
@@ -138,6 +141,33 @@ def _check_status(name: str, status: int, body: bytes) -> None:
         raise TransferFailed(name, f"storage answered HTTP {status}: {body[:200]!r}")
 
 
+async def _verified_chunks(
+    response: aiohttp.ClientResponse,
+    name: str,
+    expected_hash: Multihash,
+    expected_size: int,
+    on_bytes: Callable[[int], None],
+    limiter: RateLimiter | None,
+) -> AsyncIterator[bytes]:
+    """The body of a 200 answer, chunk by chunk; raises TransferFailed once the bytes are longer or
+    shorter than ``expected_size`` or do not hash to ``expected_hash`` (the caller keeps nothing then)."""
+    hasher = new_hasher(expected_hash.code)
+    size = 0
+    async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+        if limiter is not None:
+            await limiter.acquire(len(chunk))
+        size += len(chunk)
+        if size > expected_size:
+            raise TransferFailed(name, f"larger than the {expected_size} bytes its block records")
+        hasher.update(chunk)
+        on_bytes(len(chunk))
+        yield chunk
+    if size != expected_size:
+        raise TransferFailed(name, f"{size} bytes, expected {expected_size}")
+    if Multihash(expected_hash.code, hasher.digest()) != expected_hash:
+        raise TransferFailed(name, "content does not match its hash (corrupted in storage?)")
+
+
 async def download(
     session: aiohttp.ClientSession,
     request: HttpRequest,
@@ -154,26 +184,13 @@ async def download(
     bounds = request_timeout(timeouts, expected_size)
 
     async def attempt() -> int:
-        hasher = new_hasher(expected_hash.code)
-        size = 0
         async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
             if response.status != 200:
                 _check_status(name, response.status, await response.read())
             with open(temp_path, "wb") as out:
-                async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-                    if limiter is not None:
-                        await limiter.acquire(len(chunk))
-                    size += len(chunk)
-                    if size > expected_size:
-                        raise TransferFailed(name, f"larger than the {expected_size} bytes its block records")
-                    hasher.update(chunk)
+                async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
                     out.write(chunk)
-                    on_bytes(len(chunk))
-        if size != expected_size:
-            raise TransferFailed(name, f"{size} bytes, expected {expected_size}")
-        if Multihash(expected_hash.code, hasher.digest()) != expected_hash:
-            raise TransferFailed(name, "content does not match its hash (corrupted in storage?)")
-        return size
+        return expected_size
 
     try:
         size = await _with_retries(name, attempt, timeouts, expected_size)
@@ -181,6 +198,42 @@ async def download(
         temp_path.unlink(missing_ok=True)
         raise
     return Verified(temp_path, size)
+
+
+async def download_bytes(
+    session: aiohttp.ClientSession,
+    request: HttpRequest,
+    expected_hash: Multihash,
+    expected_size: int,
+    on_bytes: Callable[[int], None],
+    timeouts: Timeouts | None = None,
+    limiter: RateLimiter | None = None,
+) -> bytes:
+    """GET a small object (at most SMALL_OBJECT_BYTES) into memory, verified like ``download``: no
+    file is opened on the event loop, so thousands of small objects do not stall each other."""
+    name = str(expected_hash)
+    timeouts = timeouts or Timeouts()
+    bounds = request_timeout(timeouts, expected_size)
+    body: list[bytes] = []
+
+    async def attempt() -> int:
+        body.clear()
+        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
+            if response.status != 200:
+                _check_status(name, response.status, await response.read())
+            async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
+                body.append(chunk)
+        return expected_size
+
+    await _with_retries(name, attempt, timeouts, expected_size)
+    return b"".join(body)
+
+
+def _read_if_small(path: Path, may_read: bool) -> tuple[int, bytes | None]:
+    """The size of the file at ``path`` and, up to SMALL_OBJECT_BYTES (when ``may_read``), its bytes."""
+    with open(path, "rb") as source:
+        size = os.fstat(source.fileno()).st_size
+        return size, source.read() if may_read and size <= SMALL_OBJECT_BYTES else None
 
 
 async def upload(
@@ -201,14 +254,19 @@ async def upload(
             yield chunk
 
     timeouts = timeouts or Timeouts()
-    size = path.stat().st_size
+    # a small file is read once, off the event loop; a large one streams from disk at each attempt
+    size, small = await asyncio.to_thread(_read_if_small, path, limiter is None)
     bounds = request_timeout(timeouts, size)
 
     async def attempt() -> int:
-        with open(path, "rb") as source:
-            # S3 needs a Content-Length (no chunked uploads to presigned URLs)
-            headers = {**request.headers, "Content-Length": str(size)}
-            body = source if limiter is None else throttled(source)
+        # S3 needs a Content-Length (no chunked uploads to presigned URLs)
+        headers = {**request.headers, "Content-Length": str(size)}
+        with contextlib.ExitStack() as stack:
+            if small is not None:
+                body: bytes | BinaryIO | AsyncIterator[bytes] = small
+            else:
+                source = stack.enter_context(open(path, "rb"))
+                body = source if limiter is None else throttled(source)
             async with session.put(request.url, data=body, headers=headers, timeout=bounds) as response:
                 answer = await response.read()
                 if response.status not in (200, 202):

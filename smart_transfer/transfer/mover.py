@@ -1,22 +1,29 @@
-"""Moves a list of objects through presigned URLs: negotiates pages over the session (the next page
-while the current one moves), runs transfers in parallel, and re-requests URLs that are about to
-expire (or that the store refused as expired) in batches, so slow transfers still finish."""
+"""Moves a list of objects through presigned URLs, signed just before use: ``parallel`` workers take
+objects from a short queue of signed URLs, and the queue is refilled over the session (one page at a
+time) whenever it runs low. The page grows while the workers outrun the negotiation (or the server
+skips what it holds) and shrinks when URLs would wait in the queue long enough to go stale, so URLs
+are seldom re-signed even with short lifetimes. URLs that are about to expire anyway (a slow object)
+or that the store refused as expired are re-requested in batches, so slow transfers still finish."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
-from smart_transfer.transfer.http import TransferFailed, UrlExpired
+from smart_transfer.transfer.errors import TransferFailed, UrlExpired
 
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
 REFRESH_SHARE = 0.25
 MAX_REFRESH_MARGIN = 30.0
 #: How often one object may be given a fresh URL before the transfer gives up.
 MAX_REFRESHES_PER_OBJECT = 5
+#: Signed URLs waiting for a worker, per worker, before the first page: the queue starts at this
+#: times ``parallel`` and doubles (up to the page size) whenever a worker finds it empty.
+INITIAL_URLS_PER_WORKER = 2
 
 ObjectKey = tuple[str, str]
 
@@ -62,7 +69,12 @@ class ObjectMover:
         self.page_size = max(1, page_size)
         self.result = MoveResult()
         self._urls: dict[ObjectKey, _Url] = {}
-        self._pending: dict[ObjectKey, ObjectFile] = {}
+        self._ready: deque[ObjectFile] = deque()  # signed, not yet started
+        self._window = min(self.page_size, self.parallel * INITIAL_URLS_PER_WORKER)
+        self._changed = asyncio.Condition()
+        self._negotiated_all = False
+        self._pages = 0  # pages delivered to the queue
+        self._grown_for = 0  # the page after which the queue last grew for a starving worker
         self._refresh_lock = asyncio.Lock()
 
     async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, HttpRequest | None]]:
@@ -73,62 +85,89 @@ class ObjectMover:
                 self._urls[_key(item)] = _Url(request, now)
         return answers
 
+    async def _produce(self, objects: Sequence[ObjectFile]) -> None:
+        """Negotiate pages as the queue of signed URLs runs low (the next page while this one moves)."""
+        start = 0
+        while start < len(objects):
+            async with self._changed:
+                # refill when half the window is left: the answer arrives before the workers run dry
+                await self._changed.wait_for(lambda: len(self._ready) <= self._window // 2)
+            page = objects[start : start + self._window]
+            start += len(page)
+            answers = await self._ask(page)
+            work = [item for item, request in answers if request is not None]
+            self.result.skipped += len(answers) - len(work)
+            if not work:
+                self._grow()  # everything held already: nothing to wait for, ask for more at once
+            async with self._changed:
+                self._ready.extend(work)
+                self._pages += 1
+                self._changed.notify_all()
+        async with self._changed:
+            self._negotiated_all = True
+            self._changed.notify_all()
+
+    def _grow(self) -> None:
+        self._window = min(self.page_size, self._window * 2)
+
+    async def _next(self) -> ObjectFile | None:
+        async with self._changed:
+            if not self._ready and not self._negotiated_all and self._pages > self._grown_for:
+                # the workers outran the negotiation: sign more per page (once per page delivered)
+                self._grown_for = self._pages
+                self._grow()
+            await self._changed.wait_for(lambda: bool(self._ready) or self._negotiated_all)
+            if not self._ready:
+                return None
+            item = self._ready.popleft()
+            self._changed.notify_all()
+            return item
+
     async def _refresh(self, item: ObjectFile, force: bool) -> HttpRequest:
         async with self._refresh_lock:
             current = self._urls[_key(item)]
             now = time.time()
             if not force and not current.stale(now):
                 return current.request  # another task refreshed it meanwhile
-            batch = [item] + [
-                other for key, other in self._pending.items() if key != _key(item) and self._urls[key].stale(now + 1.0)
-            ]
+            queued = [other for other in self._ready if self._urls[_key(other)].stale(now + 1.0)]
+            if queued:
+                # URLs went stale while they waited: the queue is too long for their lifetime
+                self._window = min(self.page_size, max(self.parallel, self._window // 2))
+            batch = [item, *queued]
             for start in range(0, len(batch), self.page_size):
                 answers = await self._ask(batch[start : start + self.page_size])
                 self.result.refreshed_urls += sum(1 for _, r in answers if r is not None)
             return self._urls[_key(item)].request
 
-    async def _one(self, item: ObjectFile, semaphore: asyncio.Semaphore) -> None:
-        async with semaphore:
-            key = _key(item)
-            self._pending.pop(key, None)
-            request = self._urls[key].request
-            for _ in range(MAX_REFRESHES_PER_OBJECT):
-                if self._urls[key].stale(time.time()):
-                    request = await self._refresh(item, force=False)
-                try:
-                    # not `+= await ...`: that reads the total before awaiting and loses updates
-                    moved = await self.work(item, request)
-                    self.result.bytes += moved
-                    self.result.transferred += 1
-                    return
-                except UrlExpired:
-                    request = await self._refresh(item, force=True)
-            raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs")
+    async def _one(self, item: ObjectFile) -> None:
+        key = _key(item)
+        request = self._urls[key].request
+        for _ in range(MAX_REFRESHES_PER_OBJECT):
+            if self._urls[key].stale(time.time()):
+                request = await self._refresh(item, force=False)
+            try:
+                # not `+= await ...`: that reads the total before awaiting and loses updates
+                moved = await self.work(item, request)
+                self.result.bytes += moved
+                self.result.transferred += 1
+                return
+            except UrlExpired:
+                request = await self._refresh(item, force=True)
+        raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs")
+
+    async def _worker(self) -> None:
+        while (item := await self._next()) is not None:
+            await self._one(item)
 
     async def move(self, objects: Sequence[ObjectFile]) -> MoveResult:
-        """Move every object; raises the first TransferFailed after the others have stopped."""
-        pages = [objects[i : i + self.page_size] for i in range(len(objects))[:: self.page_size]]
-        semaphore = asyncio.Semaphore(self.parallel)
-        next_answer: asyncio.Task[list[tuple[ObjectFile, HttpRequest | None]]] | None = None
-        for index, page in enumerate(pages):
-            answers = await (next_answer if next_answer is not None else self._ask(page))
-            next_answer = None
-            work = [item for item, request in answers if request is not None]
-            self.result.skipped += len(answers) - len(work)
-            for item in work:
-                self._pending[_key(item)] = item
-            if index + 1 < len(pages):
-                # negotiate the next page while this one moves
-                next_answer = asyncio.create_task(self._ask(pages[index + 1]))
-            tasks = [asyncio.create_task(self._one(item, semaphore)) for item in work]
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                if next_answer is not None:
-                    next_answer.cancel()
-                    await asyncio.gather(next_answer, return_exceptions=True)
-                raise
+        """Move every object; raises the first failure after the other transfers have stopped."""
+        tasks = [asyncio.create_task(self._produce(objects))]
+        tasks += [asyncio.create_task(self._worker()) for _ in range(self.parallel)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return self.result

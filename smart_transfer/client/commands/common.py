@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
-from smart_transfer.repo import Workspace
+if TYPE_CHECKING:
+    from smart_transfer.repo import Workspace
 
 #: Environment variable holding the bearer token when --token is not given.
 TOKEN_ENV = "SMART_TRANSFER_TOKEN"
+T = TypeVar("T")
 Commands = Any  # argparse's _SubParsersAction, which it does not export
 
 
@@ -45,12 +45,16 @@ def add_workspace_option(parser: argparse.ArgumentParser) -> None:
 
 def open_workspace(args: argparse.Namespace) -> Workspace:
     """The workspace the command writes to (created when missing)."""
+    from smart_transfer.repo import Workspace
+
     return Workspace(args.workspace or Workspace.default_root())
 
 
 def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Workspace:
     """The workspace a read-only command reads (WorkspaceNotFound when there is none). ``read_only``:
     without taking the index's lock, so the command runs while a pull or an ingest holds it."""
+    from smart_transfer.repo import Workspace
+
     return Workspace.open_existing(args.workspace or Workspace.default_root(), read_only=read_only)
 
 
@@ -63,12 +67,21 @@ def token(args: argparse.Namespace) -> str | None:
     return value
 
 
+def run(operation: Coroutine[Any, Any, T]) -> T:
+    """Run an async SDK call to completion (asyncio loads only for the commands that need it)."""
+    import asyncio
+
+    return asyncio.run(operation)
+
+
 def warn(text: str) -> None:
     """A warning line on standard error (the SDK's ``warn`` callback)."""
     print(f"smart-transfer: warning: {text}", file=sys.stderr)
 
 
 def print_json(value: object) -> None:
+    import orjson
+
     sys.stdout.write(orjson.dumps(value).decode() + "\n")
 
 

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from smart_transfer.client.commands.common import add_parser, add_workspace_option
-from smart_transfer.client.errors import EXIT_USAGE, CliError
-from smart_transfer.ingest.errors import IngestError
-from smart_transfer.ingest.inputs import FORMATS, resolve_inputs
-from smart_transfer.repo.repository import Workspace
+from smart_transfer.client.commands.common import add_parser, add_workspace_option, open_workspace, print_json
+from smart_transfer.client.exits import EXIT_USAGE, CliError
+from smart_transfer.ingest.inputs import FORMATS
 
 DEFAULT_MASTER = "local[2]"  # the same as smart_transfer.ingest.spark, which imports pyspark lazily only
 DESCRIPTION = (
@@ -75,7 +70,7 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
 
 def _report(result: Any, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(orjson.dumps(result.to_dict()).decode() + "\n")
+        print_json(result.to_dict())
         return
     for path in result.inputs_already_ingested:
         print(f"{result.dataset}: {path} was ingested before; skipped")
@@ -111,6 +106,8 @@ def _why_it_died(log: Path | None, message: str) -> str:
 def run_command(args: argparse.Namespace) -> int:
     """The ``ingest`` handler: every failure is a CliError (one line, exit 1)."""
     from smart_transfer.ingest.api import ingest
+    from smart_transfer.ingest.errors import IngestError
+    from smart_transfer.ingest.inputs import resolve_inputs
     from smart_transfer.ingest.spark import SparkUnavailable, jvm_output, quiet_python_logging, spark_session
 
     key = [c.strip() for c in args.primary_key.split(",") if c.strip()] if args.primary_key else []
@@ -121,7 +118,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if not args.verbose:
         quiet_python_logging()
-    with Workspace(args.workspace or Workspace.default_root()) as workspace:
+    with open_workspace(args) as workspace:
         dataset = workspace.dataset(args.dataset)  # validates the name before Spark starts
         log: Path | None = None
         try:

@@ -4,7 +4,6 @@ server holds."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from smart_transfer.client.commands.common import (
     Commands,
@@ -15,13 +14,12 @@ from smart_transfer.client.commands.common import (
     open_workspace,
     print_json,
     print_rows,
+    run,
     token,
     warn,
 )
 from smart_transfer.client.commands.data import print_table
-from smart_transfer.client.errors import EXIT_REJECTED, CliError
-from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.model import DatasetName
+from smart_transfer.client.exits import EXIT_REJECTED, CliError
 
 
 def run_remote_list(args: argparse.Namespace) -> int:
@@ -45,6 +43,9 @@ def run_remote_list(args: argparse.Namespace) -> int:
 
 
 def run_remote_set(args: argparse.Namespace) -> int:
+    from smart_transfer.client.remote import RemoteDataset
+    from smart_transfer.model import DatasetName
+
     remote = RemoteDataset.parse(args.url)
     name = DatasetName(args.dataset)
     with open_workspace(args) as workspace:
@@ -54,6 +55,8 @@ def run_remote_set(args: argparse.Namespace) -> int:
 
 
 def run_remote_remove(args: argparse.Namespace) -> int:
+    from smart_transfer.model import DatasetName
+
     name = DatasetName(args.dataset)
     with existing_workspace(args) as workspace:
         if not workspace.remotes.remove(name):
@@ -67,7 +70,7 @@ def run_status(args: argparse.Namespace) -> int:
     from smart_transfer.client.status import DIVERGED
 
     with existing_workspace(args, read_only=True) as workspace:
-        status = asyncio.run(Client(workspace, token=token(args), warn=warn).status(args.dataset, args.url))
+        status = run(Client(workspace, token=token(args), warn=warn).status(args.dataset, args.url))
     if args.json:
         print_json(status.to_dict())
     else:
@@ -85,7 +88,7 @@ def run_ls(args: argparse.Namespace) -> int:
     from smart_transfer.client.status import list_datasets
 
     server, secret = RemoteServer.parse(args.url), token(args)
-    datasets = asyncio.run(retry_when_busy(lambda: list_datasets(server, secret), warn))
+    datasets = run(retry_when_busy(lambda: list_datasets(server, secret), warn))
     if args.json:
         print_json([info.model_dump(mode="json", exclude={"block"}) for info in datasets])
         return 0

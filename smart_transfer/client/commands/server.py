@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows
-from smart_transfer.client.errors import EXIT_USAGE, CliError
+from smart_transfer.client.exits import EXIT_USAGE, CliError
 from smart_transfer.server import settings as defaults
 
 if TYPE_CHECKING:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -15,13 +14,13 @@ from smart_transfer.client.commands.common import (
     existing_workspace,
     open_workspace,
     print_json,
+    run,
     token,
     warn,
 )
-from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+from smart_transfer.client.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.transfer import limits
-from smart_transfer.transfer.ratelimit import parse_rate
 
 if TYPE_CHECKING:
     from smart_transfer.client.flow import TransferSummary
@@ -30,6 +29,8 @@ PROTOCOLS = ("smart", "simple")
 
 
 def _rate(text: str) -> int:
+    from smart_transfer.transfer.ratelimit import parse_rate
+
     try:
         return parse_rate(text)
     except ValueError as exc:
@@ -123,9 +124,9 @@ def run_transfer(args: argparse.Namespace) -> int:
         )
         try:
             if args.command == "pull":
-                summary = asyncio.run(client.pull(args.url, as_name=args.as_name, force=args.force))
+                summary = run(client.pull(args.url, as_name=args.as_name, force=args.force))
             else:
-                summary = asyncio.run(client.push(args.dataset, args.url, force=args.force))
+                summary = run(client.push(args.dataset, args.url, force=args.force))
         finally:
             if bar is not None:
                 bar.finish()
@@ -139,7 +140,7 @@ def run_verify(args: argparse.Namespace) -> int:
     with existing_workspace(args) as workspace:
         report_, blocks = verify_local(workspace, args.dataset)
         if args.url:
-            asyncio.run(compare_remote(report_, blocks, workspace, args.url, token(args)))
+            run(compare_remote(report_, blocks, workspace, args.url, token(args)))
     if args.json:
         print_json(report_.to_dict())
     else:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import orjson
-
 from smart_transfer.client.commands.common import (
     Commands,
     add_parser,
@@ -16,12 +14,13 @@ from smart_transfer.client.commands.common import (
     print_json,
     print_rows,
 )
-from smart_transfer.client.errors import EXIT_USAGE, CliError
-from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, OffsetInterval, decode_block
-from smart_transfer.storage.digest import digest_file
+from smart_transfer.client.exits import EXIT_USAGE, CliError
 
 
 def run_add(args: argparse.Namespace) -> int:
+    from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, OffsetInterval
+    from smart_transfer.storage.digest import digest_file
+
     paths = [Path(p) for p in args.files]
     for path in paths:
         if not path.is_file():
@@ -47,6 +46,8 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
+    from smart_transfer.model import decode_block
+
     block = decode_block(data)
     event = block.event.to_dict()
     kind = str(event.pop("type"))
@@ -54,6 +55,8 @@ def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
 
 
 def run_log(args: argparse.Namespace) -> int:
+    import orjson
+
     with existing_workspace(args) as workspace:
         dataset = workspace.dataset(args.dataset)
         tip = dataset.require_tip()

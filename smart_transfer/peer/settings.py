@@ -13,7 +13,7 @@ DEFAULT_PEER_MAX_TRANSFERS = 32
 #: The Retry-After (seconds) of a busy answer.
 DEFAULT_PEER_RETRY_AFTER = 1
 #: Read size while streaming a rate-limited object.
-PEER_CHUNK_BYTES = 256 * 1024
+PEER_CHUNK_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)

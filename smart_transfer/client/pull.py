@@ -276,7 +276,14 @@ async def _from_peers(
             left = await fetcher.fetch_all(files)
     summary.objects_from_peers = fetcher.report.objects
     summary.bytes_from_peers = fetcher.report.bytes
-    summary.peers_dropped = fetcher.report.dropped
+    summary.peers_dropped = {
+        **{
+            peer.url: "unreachable: no answer to the connectivity check"
+            for peer in start.peers
+            if peer.url not in peers
+        },
+        **fetcher.report.dropped,
+    }
     return left
 
 

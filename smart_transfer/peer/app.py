@@ -14,6 +14,7 @@ name or hash, 429 Busy with Retry-After when ``max_transfers`` objects are alrea
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,21 +108,18 @@ class PeerApp:
         return response
 
     async def _send(self, request: web.Request, path: Path) -> web.StreamResponse:
-        """Send the whole file while holding a transfer slot (prepare() sends it)."""
+        """Send the whole file while holding a transfer slot (a FileResponse would be sent after the
+        handler returned, outside the slot)."""
         headers = {"ETag": f'"{request.match_info["hash"]}"', "Content-Type": "application/octet-stream"}
-        if self.limiter is None:
-            response: web.StreamResponse = web.FileResponse(path, headers=headers)
-            await response.prepare(request)
-            size = path.stat().st_size
-        else:
-            response = web.StreamResponse(headers=headers)
-            size = path.stat().st_size
+        response = web.StreamResponse(headers=headers)
+        with open(path, "rb") as source:
+            size = os.fstat(source.fileno()).st_size
             response.content_length = size
             await response.prepare(request)
-            with open(path, "rb") as source:
-                while chunk := source.read(PEER_CHUNK_BYTES):
+            while chunk := source.read(PEER_CHUNK_BYTES):
+                if self.limiter is not None:
                     await self.limiter.acquire(len(chunk))
-                    await response.write(chunk)
+                await response.write(chunk)
         await response.write_eof()
         self.stats.objects_served += 1
         self.stats.bytes_served += size

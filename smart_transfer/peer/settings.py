@@ -9,7 +9,7 @@ from pathlib import Path
 DEFAULT_PEER_HOST = "127.0.0.1"
 DEFAULT_PEER_PORT = 8081
 #: Object transfers a peer serves at once; more are answered 429 Busy with Retry-After.
-DEFAULT_PEER_MAX_TRANSFERS = 32
+DEFAULT_PEER_MAX_TRANSFERS = 64
 #: The Retry-After (seconds) of a busy answer.
 DEFAULT_PEER_RETRY_AFTER = 1
 #: Read size while streaming a rate-limited object.

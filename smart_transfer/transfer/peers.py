@@ -33,7 +33,7 @@ DEFAULT_PEER_CHECK_AGE = 30.0
 DEFAULT_PEER_CHECK_TIMEOUT = 2.0
 #: Times an object is asked of a busy peer (HTTP 429) before the next source is tried, and the first
 #: backoff between them in seconds (doubled each time, with jitter).
-PEER_BUSY_ATTEMPTS = 4
+PEER_BUSY_ATTEMPTS = 5
 PEER_BUSY_DELAY = 0.25
 #: Failures to reach a peer, or transfers it broke off, in a row before it is dropped for the pull.
 PEER_MAX_FAILURES = 3

@@ -5,6 +5,7 @@ for a follower, wait for the head to move (server/follow.py) and serve the incre
 from __future__ import annotations
 
 import asyncio
+import time
 
 from smart_transfer.model import Multihash
 from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError, TooManyObjectsDetails
@@ -76,9 +77,13 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, server: S
         if isinstance(ending, DatasetPullComplete):
             break
 
+        renewed = time.monotonic()
+
         async def tick(announce: str | None = announce, head: Multihash = head) -> None:
+            nonlocal renewed
             server.refuse_if_draining()  # a follower has nothing in flight: it ends at once
-            if announce is not None:
+            if announce is not None and time.monotonic() - renewed >= server.settings.peer_ttl_seconds / 4:
+                renewed = time.monotonic()
                 await _announce(server, dataset, announce, head, session.subject)  # alive: still serving
 
         interval = server.settings.keepalive_interval_seconds

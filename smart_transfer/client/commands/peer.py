@@ -5,19 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from smart_transfer.client.commands.common import Commands, add_parser, add_workspace_option
+from smart_transfer.client.commands.common import Commands, add_parser, add_workspace_option, rate, serve_until_stopped
 from smart_transfer.client.errors import EXIT_USAGE, CliError
 from smart_transfer.peer import settings as defaults
 from smart_transfer.repo import Workspace
 from smart_transfer.server.settings import LOOPBACK_HOSTS
-from smart_transfer.transfer.ratelimit import parse_rate
-
-
-def _rate(text: str) -> int:
-    try:
-        return parse_rate(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_peer_serve(args: argparse.Namespace) -> int:
@@ -39,13 +31,7 @@ def run_peer_serve(args: argparse.Namespace) -> int:
         retry_after=args.retry_after,
         limit_rate=args.limit_rate,
     )
-    try:
-        serve(settings)
-    except KeyboardInterrupt:
-        return 0
-    except OSError as exc:
-        raise CliError(str(exc)) from None
-    return 0
+    return serve_until_stopped(lambda: serve(settings))
 
 
 def register(commands: Commands) -> None:
@@ -73,7 +59,7 @@ def register(commands: Commands) -> None:
     )
     serve.add_argument(
         "--limit-rate",
-        type=_rate,
+        type=rate,
         default=None,
         metavar="RATE",
         help="bandwidth limit for all transfers together, e.g. 500K or 10M (default: unlimited)",

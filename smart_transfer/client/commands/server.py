@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows
+from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
 from smart_transfer.client.errors import EXIT_USAGE, CliError
 from smart_transfer.protocol.messages import MAX_PEERS
 from smart_transfer.server import settings as defaults
@@ -75,13 +75,7 @@ def run_serve(args: argparse.Namespace) -> int:
         settings.check_exposure()
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    try:
-        serve(settings)
-    except KeyboardInterrupt:
-        return 0
-    except OSError as exc:
-        raise CliError(str(exc)) from None
-    return 0
+    return serve_until_stopped(lambda: serve(settings))
 
 
 def run_token_add(args: argparse.Namespace) -> int:

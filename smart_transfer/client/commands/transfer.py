@@ -17,13 +17,13 @@ from smart_transfer.client.commands.common import (
     existing_workspace,
     open_workspace,
     print_json,
+    rate,
     token,
     warn,
 )
 from smart_transfer.client.errors import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.transfer import limits
-from smart_transfer.transfer.ratelimit import parse_rate
 
 if TYPE_CHECKING:
     from smart_transfer.client.flow import ProgressCallback, TransferSummary
@@ -31,13 +31,6 @@ if TYPE_CHECKING:
     from smart_transfer.repo import Workspace
 
 PROTOCOLS = ("smart", "simple")
-
-
-def _rate(text: str) -> int:
-    try:
-        return parse_rate(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds(text: str) -> float:
@@ -68,7 +61,7 @@ BOUNDS: list[tuple[str, Callable[[str], object], object, str]] = [
     ("--attempts", _attempts, limits.DEFAULT_ATTEMPTS, "attempts per object (stalls, network errors, 5xx)"),
     (
         "--min-rate",
-        _rate,
+        rate,
         limits.DEFAULT_MIN_RATE,
         "slowest rate an object may move at: one attempt lasts at most the two timeouts + size / this rate",
     ),
@@ -199,7 +192,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> N
     add_token_option(parser)
     parser.add_argument(
         "--limit-rate",
-        type=_rate,
+        type=rate,
         default=None,
         metavar="RATE",
         help="global bandwidth limit for object transfers, e.g. 500K or 10M (bytes/s; default: unlimited)",

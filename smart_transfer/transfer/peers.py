@@ -29,8 +29,6 @@ from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlE
 
 #: Seconds a connectivity result (good or bad) is reused before the peer is checked again.
 DEFAULT_PEER_CHECK_AGE = 30.0
-#: Seconds a connectivity check may take (connecting and answering).
-DEFAULT_PEER_CHECK_TIMEOUT = 2.0
 #: Times an object is asked of a busy peer (HTTP 429) before the next source is tried, and the first
 #: backoff between them in seconds (doubled each time, with jitter).
 PEER_BUSY_ATTEMPTS = 5
@@ -45,9 +43,8 @@ Fetch = Callable[[ObjectFile, HttpRequest], Awaitable[int]]
 class PeerHealth:
     """Connectivity results by peer URL, each with the time it was found."""
 
-    def __init__(self, max_age: float = DEFAULT_PEER_CHECK_AGE, timeout: float = DEFAULT_PEER_CHECK_TIMEOUT) -> None:
+    def __init__(self, max_age: float = DEFAULT_PEER_CHECK_AGE) -> None:
         self.max_age = max_age
-        self.timeout = timeout
         self._known: dict[str, tuple[bool, float]] = {}
 
     def mark(self, url: str, good: bool) -> None:
@@ -62,7 +59,8 @@ class PeerHealth:
 
     async def reachable(self, http: aiohttp.ClientSession, urls: Sequence[str]) -> list[str]:
         """The peers among ``urls`` that answer, shuffled; those without a fresh result are checked
-        in parallel (a GET of the peer's dataset URL, within ``timeout`` seconds)."""
+        in parallel: a GET of the peer's dataset URL, bounded like any request of ``http`` (connect and
+        read timeouts: a loaded peer is slow to answer, not gone)."""
         stale = [url for url in dict.fromkeys(urls) if self.known(url) is None]
         results = await asyncio.gather(*(self._check(http, url) for url in stale))
         for url, good in zip(stale, results, strict=True):
@@ -73,7 +71,7 @@ class PeerHealth:
 
     async def _check(self, http: aiohttp.ClientSession, url: str) -> bool:
         try:
-            async with http.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout)) as response:
+            async with http.get(url) as response:
                 await response.read()
                 return response.status in (200, 429)  # a busy peer is alive
         except (aiohttp.ClientError, TimeoutError, OSError):

@@ -20,7 +20,8 @@ from websockets.typing import Subprotocol
 
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
-from smart_transfer.protocol.connection import CLOSE_NORMAL, Connection
+from smart_transfer.protocol.connection import CLOSE_NORMAL, Connection, PeerError
+from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.flows import Phase, Sender
 from tests.conftest import (
     CLI,
@@ -266,3 +267,28 @@ def test_a_raw_following_session_takes_the_follow_transitions(tmp_path: Path, da
         assert sample(metrics_of(server), "smart_transfer_sessions_total", flow="pull", outcome="ok") == 1
     finally:
         server.stop()
+
+
+def test_a_silent_follower_meets_the_idle_timeout(tmp_path: Path, dataset_name: str) -> None:
+    """The server's keep-alives do not keep a session alive: the client's must come within the idle timeout."""
+    server = start_server(tmp_path / "server", "--idle-timeout", "2", "--keepalive-interval", "0.5")
+    try:
+        push_one(tmp_path / "writer", dataset_name, f"{server.url}/{dataset_name}", "first")
+        address = f"{server.url.replace('http://', 'ws://')}/{dataset_name}/pull"
+        with connect(address, subprotocols=[Subprotocol(SUBPROTOCOL)], open_timeout=30) as ws:
+            session = RawSession(ws)
+            session.send(m.DatasetPullRequest())
+            session.receive(m.DatasetPullResponse)
+            session.send(m.DatasetPullFollow())
+            started = time.monotonic()
+            with pytest.raises(PeerError) as ended:
+                session.receive(m.DatasetPullHeadMoved)  # its keep-alives, then the timeout
+            assert ended.value.code is ErrorCode.TIMEOUT
+            assert 1.5 < time.monotonic() - started < 30
+    finally:
+        server.stop()
+
+
+def test_following_needs_the_smart_protocol(local_server: ServerProcess, tmp_path: Path) -> None:
+    result = run_cli("pull", f"{local_server.url}/any", "--follow", "--protocol", "simple", workspace=tmp_path / "w")
+    assert result.returncode == 2 and "smart protocol" in result.stderr and "Traceback" not in result.stderr

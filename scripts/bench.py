@@ -356,9 +356,10 @@ class Bench:
         peer_workspace = self.work / "peer-ws"
         peer, peer_url = self.start_peer(peer_workspace)
         try:
-            self.cli("pull", remote, "--announce", peer_url, "--json", "--workspace", str(peer_workspace))
             for rep in range(self.reps):
                 for mode, extra in (("without peer", ["--no-peers"]), ("with one peer", [])):
+                    # (re)announced before each run: a repetition can outlast the announcement's TTL
+                    self.cli("pull", remote, "--announce", peer_url, "--json", "--workspace", str(peer_workspace))
                     rgw, signed = self.rgw_gets(), self.signed_gets()
                     seconds, summaries = self.many_clients(remote, clients, f"p-{rep}-{len(extra)}", *extra)
                     self.record(f"p {clients} clients", mode, seconds, clients * objects, clients * objects * size)

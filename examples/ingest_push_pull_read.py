@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from smart_transfer.client import SyncClient, open_dataset
+from smart_transfer.ingest import ingest
 from smart_transfer.ingest.spark import spark_session
 
 CLI = [sys.executable, "-m", "smart_transfer.client.cli"]
@@ -46,10 +47,12 @@ try:
         writer.writerow(["order_id", "customer", "amount"])
         writer.writerows((i, f"c{random.randrange(100)}", random.randrange(1, 1000)) for i in range(10_000))
 
-    # %% 2. Ingest with Spark into workspace A (the `ingest` command runs the Spark job)
+    # %% 2. Ingest with Spark into workspace A, on a SparkSession this script keeps for step 6 (the
+    # `smart-transfer ingest` command runs the same job on a session of its own)
+    spark = spark_session("local[2]", "smart-transfer-example")
     workspace_a, workspace_b = work / "workspace-a", work / "workspace-b"
-    ingest = ["ingest", "orders", "--input", str(orders_csv), "--primary-key", "order_id"]
-    subprocess.run([*CLI, *ingest, "--workspace", str(workspace_a)], check=True)
+    result = ingest(workspace_a, "orders", orders_csv, spark=spark, primary_key=["order_id"])
+    print(f"ingested {result.rows_added} row(s) as slice {result.data_slice}")
 
     # %% 3. Push from A; the dataset remembers the server as its remote
     with SyncClient(workspace_a) as client:
@@ -75,7 +78,6 @@ try:
     # %% 6. Read in B with Spark: Spark reads the slice files itself (on a cluster: a shared workspace)
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-    spark = spark_session("local[2]", "smart-transfer-example")
     try:
         with open_dataset(workspace_b, "orders") as orders:
             df = orders.to_spark(spark)

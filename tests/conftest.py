@@ -25,6 +25,11 @@ from smart_transfer.storage.s3 import S3Store
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "smart_transfer.client.cli"]
+# Every process the tests start runs this checkout's code, whatever is installed and whatever their
+# working directory (a relative PYTHONPATH entry would resolve against it).
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+)
 SERVER_START_TIMEOUT = 30.0
 
 

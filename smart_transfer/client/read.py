@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from smart_transfer.client.errors import LocalError, sdk_errors
+from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.repo import Workspace
-from smart_transfer.repo.slices import OFFSET_COLUMN, ChainSlices, SliceEntry
+from smart_transfer.repo.slices import ChainSlices, SliceEntry
 
 if TYPE_CHECKING:
     import pandas

@@ -22,10 +22,11 @@ from smart_transfer.ingest.inputs import Input, local_files
 from smart_transfer.ingest.parquet import normalize
 from smart_transfer.ingest.positions import POSITION, number, split_table, take_census, with_position
 from smart_transfer.ingest.schema import difference, fields_of, schema_event, struct_of
-from smart_transfer.ingest.sources import CORRUPT, INTERNAL_PREFIX, OFFSET_COLUMN, ROW, column, read_input, union
+from smart_transfer.ingest.sources import CORRUPT, INTERNAL_PREFIX, ROW, column, read_input, union
 from smart_transfer.ingest.state import IngestState, depth_for
 from smart_transfer.ingest.state_writer import assemble, assemble_sources, bucket_of, entries, write_buckets
 from smart_transfer.model import DataField
+from smart_transfer.model.events import OFFSET_COLUMN
 
 #: Where Spark keeps the parsed input and the rows to add between the job's passes. On disk only: a
 #: block read back from disk into memory is allocated whole, and a large one exhausts a default heap.

@@ -13,11 +13,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from smart_transfer.model.events import OFFSET_COLUMN
+
 #: Rows per row group of a data slice; the driver holds one such batch at a time while rewriting.
 ROW_GROUP_ROWS = 131_072
 
 
-def normalize(source: Path, destination: Path, required: tuple[str, ...] = ("offset",)) -> None:
+def normalize(source: Path, destination: Path, required: tuple[str, ...] = (OFFSET_COLUMN,)) -> None:
     """Write ``source``'s rows to ``destination`` deterministically (snappy, statistics, dictionaries),
     in row groups of exactly ROW_GROUP_ROWS rows whatever ``source``'s were; only the ``required``
     columns are marked not null. Reads one of ``source``'s row groups at a time (pyarrow's batch

@@ -15,7 +15,8 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from smart_transfer.ingest.errors import IngestError, display_path, quoted
 from smart_transfer.ingest.inputs import Input
-from smart_transfer.ingest.sources import CORRUPT, FILE, INPUT, OFFSET_COLUMN, ROW, SEGMENT
+from smart_transfer.ingest.sources import CORRUPT, FILE, INPUT, ROW, SEGMENT
+from smart_transfer.model.events import OFFSET_COLUMN
 
 POSITION = "__st_position"
 _GROUP, _GROUP_BASE = "__st_group", "__st_group_base"

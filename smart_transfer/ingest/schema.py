@@ -17,10 +17,11 @@ from smart_transfer.ingest.errors import IngestError
 from smart_transfer.model import AddData, DataField, ObjectRef, SetDataSchema, decode_block
 from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.model.encoding import canonical_bytes
+from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.layout import ObjectKind
 
-OFFSET_FIELD = DataField("offset", "BIGINT", False)
+OFFSET_FIELD = DataField(OFFSET_COLUMN, "BIGINT", False)
 #: Room a block needs around its event (sequence number, hashes, time).
 _BLOCK_OVERHEAD = 512
 #: How many differences an error names.

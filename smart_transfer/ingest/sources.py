@@ -24,8 +24,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from smart_transfer.ingest.errors import IngestError
 from smart_transfer.ingest.inputs import Input, local_files
+from smart_transfer.model.events import OFFSET_COLUMN
 
-OFFSET_COLUMN = "offset"
 #: Columns the job adds start with this; an input column may not.
 INTERNAL_PREFIX = "__st_"
 CORRUPT = "__st_corrupt"

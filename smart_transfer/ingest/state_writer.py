@@ -23,7 +23,6 @@ from pyspark.sql.pandas.functions import arrow_udf
 from rocksdict import Checkpoint, IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
 from smart_transfer.ingest.dedup import KEY, KEY_HASH, ROW_HASH
-from smart_transfer.ingest.sources import OFFSET_COLUMN
 from smart_transfer.ingest.state import (
     SOURCE_PREFIX,
     STATE_FILE,
@@ -34,6 +33,7 @@ from smart_transfer.ingest.state import (
     mirror_name,
     sst_name,
 )
+from smart_transfer.model.events import OFFSET_COLUMN
 
 BUCKET = "__st_bucket"
 _MIRROR_ARROW = pa.schema(

@@ -48,6 +48,12 @@ class OffsetInterval:
         return cls(start, end)
 
 
+#: The column of a data slice holding each record's offset (ingest writes it first, as BIGINT NOT
+#: NULL); readers select and order by it. A slice without it is read as if its rows held the offsets
+#: of its interval in file order.
+OFFSET_COLUMN = "offset"
+
+
 @dataclass(frozen=True, slots=True)
 class DataSlice:
     """A data object (typically Parquet) with the records it holds."""

@@ -11,10 +11,6 @@ from smart_transfer.model import AddData, ChainTip, DataSlice, Multihash, Object
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository, HeadMoved
 
-#: The column of a data slice holding each record's offset (ingest writes it first); a slice without
-#: it is read as if its rows held the offsets of its interval in file order.
-OFFSET_COLUMN = "offset"
-
 
 @dataclass(frozen=True, slots=True)
 class SliceEntry:

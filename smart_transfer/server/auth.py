@@ -21,6 +21,8 @@ import orjson
 
 #: Bytes of randomness in a new token (printed as 43 URL-safe characters).
 TOKEN_BYTES = 32
+#: What every generated token starts with.
+TOKEN_PREFIX = "st_"
 log = logging.getLogger("smart_transfer.server.auth")
 
 
@@ -158,7 +160,9 @@ def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) ->
 
 def add_token(path: Path, subject: str, read: list[str], write: list[str]) -> str:
     """Append a new token to the tokens file (creating it, mode 0600); returns the secret."""
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    # a prefix that names the product: never an argument that starts with "-" (which `--token VALUE`
+    # would read as an option), and recognisable where a secret scanner looks for leaked tokens
+    token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     document = _read_document(path) if path.exists() else {"tokens": []}
     document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
     _write_document(path, document)

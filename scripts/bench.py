@@ -330,7 +330,18 @@ class Bench:
         started = time.perf_counter()
         processes = [
             subprocess.Popen(
-                [*CLI, "pull", remote, "--json", "--workspace", str(self.work / f"{tag}-{i}"), *extra],
+                # 50 handshakes at once on 2 shared cores: more than the default 5 s to connect
+                [
+                    *CLI,
+                    "pull",
+                    remote,
+                    "--json",
+                    "--connect-timeout",
+                    "30",
+                    "--workspace",
+                    str(self.work / f"{tag}-{i}"),
+                    *extra,
+                ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -9,8 +9,9 @@ becomes visible). An object no peer served goes back to the caller, which fetche
 
 - the peer does not hold it (404): the next peer;
 - the peer is busy (429): the same peer again after a short backoff, a few times, then the next;
-- the peer cannot be reached, or breaks off mid-transfer: the next peer, and after a few such failures
-  in a row the peer is dropped for the rest of the pull (and remembered as bad);
+- the peer cannot be reached, breaks off mid-transfer or stalls (no byte for the read timeout): the next
+  peer, and after a few such failures in a row the peer is dropped for the rest of the pull (and
+  remembered as bad);
 - the peer sends bytes that do not verify, or any other answer: dropped at once (and remembered as bad).
 """
 
@@ -143,11 +144,11 @@ class PeerFetcher:
         return False
 
     def _failed(self, url: str, exc: TransferFailed) -> None:
-        if not exc.network:
+        if not (exc.network or exc.stalled):
             self._drop(url, f"served an object that does not verify or a bad answer: {exc.reason}")
         elif exc.status == 429:
             return  # busy throughout: alive, but this object goes elsewhere
-        else:
+        else:  # unreachable, broken off, or too slow: maybe loaded, maybe gone
             self._failures[url] = self._failures.get(url, 0) + 1
             if self._failures[url] >= PEER_MAX_FAILURES:
                 self._drop(url, f"failed {PEER_MAX_FAILURES} times in a row: {exc.reason}")

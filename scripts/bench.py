@@ -10,6 +10,9 @@ pull, and a push resumed after an attempt that uploaded every object but died be
 (i) Spark ingest of 1M and 5M CSV rows, key mode and append mode: wall time and the peak RSS of the
 driver (the CLI's Python process) and of its JVM, a 10-row change into the keyed dataset, and how many
 bytes a push moves after it compared with the first push. Run alone (--cases i) it needs no S3.
+(p) 50 clients pulling the same 200-object dataset at once, without and with one peer (`peer serve` of a
+workspace that pulled it, announced with `pull --announce`): wall time, object GETs the S3 gateway counted
+(its own perf counters), presigned GETs the server handed out, and objects the clients got from the peer.
 
 Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios.
 (u) start-up: `--version`, `--help`, and process start to the first connection of `pull` and `push`
@@ -30,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,8 +120,21 @@ class Bench:
         storage = (
             ["--s3-endpoint", self.endpoint, "--s3-bucket", self.bucket, "--s3-prefix", "bench"] if with_s3 else []
         )
+        # case (p) runs 50 anonymous clients from one address at once: room for all of their sessions
+        limits = ["--max-sessions", "128", "--max-sessions-per-token", "128"]
         self.server = subprocess.Popen(
-            [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(self.work / "server"), *storage],
+            [
+                *CLI,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--root",
+                str(self.work / "server"),
+                *storage,
+                *limits,
+            ],
             stdout=subprocess.PIPE,
             stderr=self.server_log,
             text=True,
@@ -278,6 +295,103 @@ class Bench:
             seconds, summary = self.cli("push", name, target, "--json", "--workspace", str(workspace))
             assert summary["objects_transferred"] == 0, summary
             self.record("c resumed push", "smart push", seconds)
+
+    def rgw_gets(self) -> int:
+        """Object GETs the private S3 gateway served so far (its perf counters, via its admin socket)."""
+        assert self.s3_dir is not None
+        socket_path = self.s3_dir / "run" / "client.rgw.a.asok"
+        out = subprocess.run(
+            ["ceph", "--admin-daemon", str(socket_path), "perf", "dump"], capture_output=True, text=True, check=True
+        ).stdout
+        return int(json.loads(out)["rgw"]["get"])
+
+    def signed_gets(self) -> int:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/metrics") as response:
+            text = response.read().decode()
+        found = re.search(r'^smart_transfer_urls_signed_total\{method="GET"\} (\S+)$', text, re.M)
+        return int(float(found.group(1))) if found else 0
+
+    def start_peer(self, workspace: Path) -> tuple[subprocess.Popen[str], str]:
+        peer = subprocess.Popen(
+            [*CLI, "peer", "serve", "--workspace", str(workspace), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.env,
+        )
+        assert peer.stdout is not None
+        match = re.search(r"at (http://127\.0\.0\.1:\d+)", peer.stdout.readline())
+        if not match:
+            peer.kill()
+            raise RuntimeError("peer did not start")
+        return peer, match.group(1)
+
+    def many_clients(self, remote: str, clients: int, tag: str, *extra: str) -> tuple[float, list[dict[str, Any]]]:
+        """``clients`` CLI pulls of ``remote`` at once into fresh workspaces: wall time and summaries."""
+        started = time.perf_counter()
+        processes = [
+            subprocess.Popen(
+                # 50 handshakes at once on 2 shared cores: more than the default 5 s to connect
+                [
+                    *CLI,
+                    "pull",
+                    remote,
+                    "--json",
+                    "--connect-timeout",
+                    "30",
+                    "--workspace",
+                    str(self.work / f"{tag}-{i}"),
+                    *extra,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self.env,
+            )
+            for i in range(clients)
+        ]
+        results = [process.communicate() for process in processes]
+        elapsed = time.perf_counter() - started
+        for process, (_, err) in zip(processes, results, strict=True):
+            if process.returncode != 0:
+                raise RuntimeError(f"a client of case p failed: {err[-2000:]}")
+        for i in range(clients):
+            shutil.rmtree(self.work / f"{tag}-{i}", ignore_errors=True)
+        return elapsed, [json.loads(out) for out, _ in results]
+
+    def peer_case(self, clients: int, objects: int, size: int) -> None:
+        """Case (p): the same pulls at once without and with one peer, interleaved per repetition."""
+        print(f"case p: {clients} clients pulling {objects} x {size} bytes at once, without and with one peer")
+        _, workspace = self.make_dataset("peered", objects, size)
+        remote = f"{self.url}/peered"
+        self.cli("push", "peered", remote, "--json", "--workspace", str(workspace))
+        peer_workspace = self.work / "peer-ws"
+        peer, peer_url = self.start_peer(peer_workspace)
+        try:
+            for rep in range(self.reps):
+                for mode, extra in (("without peer", ["--no-peers"]), ("with one peer", [])):
+                    # (re)announced before each run: a repetition can outlast the announcement's TTL
+                    self.cli("pull", remote, "--announce", peer_url, "--json", "--workspace", str(peer_workspace))
+                    rgw, signed = self.rgw_gets(), self.signed_gets()
+                    seconds, summaries = self.many_clients(remote, clients, f"p-{rep}-{len(extra)}", *extra)
+                    self.record(f"p {clients} clients", mode, seconds, clients * objects, clients * objects * size)
+                    counts = {
+                        "storage_gets_rgw": self.rgw_gets() - rgw,
+                        "storage_gets_signed": self.signed_gets() - signed,
+                        "objects_from_peer": sum(int(s["objects_from_peers"]) for s in summaries),
+                        "peer_dropped_by_clients": dict(
+                            Counter(r[:110] for s in summaries for r in s["peers_dropped"].values())
+                        ),
+                        "objects": clients * objects,
+                        "seconds": round(seconds, 2),
+                    }
+                    self.extra.setdefault(f"p_{mode.replace(' ', '_')}", []).append(counts)
+                    print(f"    {counts}", flush=True)
+        finally:
+            peer.terminate()
+            peer.wait(10)
 
     def long_chain(self, blocks: int) -> None:
         print(f"case d: {blocks}-block chain", flush=True)
@@ -526,7 +640,9 @@ def main() -> int:
     parser.add_argument(
         "--ingest-rows", default="1000000,5000000", help="CSV rows ingested in case (i), comma-separated sizes"
     )
-    parser.add_argument("--cases", default="u,e,a,c,b,d,i", help="which cases to run, in order")
+    parser.add_argument("--peer-clients", type=int, default=50, help="clients pulling at once in case (p)")
+    parser.add_argument("--peer-objects", type=int, default=200, help="objects of 64 KiB in case (p)")
+    parser.add_argument("--cases", default="u,e,a,c,b,d,p,i", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
@@ -539,6 +655,7 @@ def main() -> int:
             "c": lambda: bench.nothing_to_move("small"),
             "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
             "d": lambda: bench.long_chain(args.chain),
+            "p": lambda: bench.peer_case(args.peer_clients, args.peer_objects, 64 * 1024),
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
             "u": lambda: startup_case(CLI, bench.env, Path(work), bench.record),
         }

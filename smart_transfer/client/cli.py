@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import smart_transfer
-from smart_transfer.client.commands import data, ingest, remotes, server, transfer, workspace
+from smart_transfer.client.commands import data, ingest, peer, remotes, server, transfer, workspace
 from smart_transfer.client.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 
 # Start-up time is part of every command: this module and the parser it builds import nothing heavy
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     workspace.register(commands)
     ingest.register(commands)
     transfer.register(commands)
+    peer.register(commands)
     remotes.register(commands)
     data.register(commands)
     return parser

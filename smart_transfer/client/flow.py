@@ -16,6 +16,7 @@ from smart_transfer.client.transport import PullChannel, PushChannel
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, Timeouts
 from smart_transfer.transfer.mover import MoveResult, ObjectMover
+from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ class FlowOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     #: Seconds between the client's keep-alives while objects move.
     keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
+    #: Connectivity of peers (pulls fetch from the peers a plan lists first); None: never use peers.
+    peer_health: PeerHealth | None = None
 
 
 @dataclass
@@ -68,8 +71,16 @@ class TransferSummary:
     bytes_transferred: int = 0
     urls_refreshed: int = 0
     objects_repaired: int = 0
+    #: Of the objects transferred (and their bytes): how many came from peers instead of storage.
+    objects_from_peers: int = 0
+    bytes_from_peers: int = 0
+    #: Peers listed in the plan, and those dropped during the pull with why (never trusted).
+    peers_listed: int = 0
+    peers_dropped: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     up_to_date: bool = False
+    #: A pull found the local dataset ahead of the remote (nothing to pull; push it instead).
+    local_ahead: bool = False
     protocol: str = "smart"
     note: str | None = None
     started: float = field(default_factory=time.monotonic, repr=False)

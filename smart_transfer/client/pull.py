@@ -1,20 +1,22 @@
 """The one pull flow, over any Transport: ask for what the local chain lacks, check it (sync rules),
 download missing objects (and repair ones the local chain lost) straight into the workspace, verified,
-then commit the local head by compare-and-swap. Nothing is visible before the commit; a re-run
-skips every object already present."""
+from the peers the plan lists first and from storage for the rest, then commit the local head by
+compare-and-swap. Nothing is visible before the commit; a re-run skips every object already present.
+``follow`` repeats the same pull in one session each time the remote head moves."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.errors import DivergedError, LocalError, SmartTransferError, from_protocol
 from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transport import LocalChain, PullStart, Transport
+from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
@@ -22,7 +24,7 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach, known_blocks
-from smart_transfer.transfer.limits import SMALL_OBJECT_BYTES
+from smart_transfer.transfer.limits import SMALL_OBJECT_BYTES, Timeouts
 
 if TYPE_CHECKING:
     import aiohttp
@@ -76,33 +78,100 @@ async def pull(
     remote: RemoteDataset,
     name: str,
     force: bool,
+    announce: str | None = None,
 ) -> TransferSummary:
-    """Bring the local dataset ``name`` up to the remote head (see the module docstring)."""
-    dataset = workspace.dataset(name)
+    """Bring the local dataset ``name`` up to the remote head (see the module docstring). ``announce``:
+    the URL where this workspace serves the dataset's objects (``peer serve``), told to the server."""
+    job = _Job.of(workspace, transport, options, remote, name, force, announce)
+    async with transport.pull(remote) as channel:
+        summary, session_open = await _increment(job, channel)
+        if session_open:
+            await channel.finish()
+    return summary.finish()
+
+
+async def follow(
+    workspace: Workspace,
+    transport: Transport,
+    options: FlowOptions,
+    remote: RemoteDataset,
+    name: str,
+    force: bool,
+    announce: str | None,
+    on_update: Callable[[TransferSummary], None],
+    stop: asyncio.Event,
+) -> None:
+    """Pull ``name`` up to the remote head, then keep the session open and pull each new head in it,
+    calling ``on_update`` with the summary of every pull (the first one included), until ``stop`` is
+    set. Each increment is a whole pull: verified, committed by compare-and-swap, resumable."""
+    job = _Job.of(workspace, transport, options, remote, name, force, announce)
+    async with transport.pull(remote) as channel:
+        while True:
+            summary, _ = await _increment(job, channel)
+            if summary.local_ahead:
+                raise LocalError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{summary.dataset}: the local dataset is ahead of the remote: push it first",
+                )
+            on_update(summary.finish())
+            if stop.is_set():
+                await channel.finish()
+                return
+            if await channel.follow(stop, job.options.keepalive_interval) is None:
+                return
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every increment of one pull or follow works with."""
+
+    workspace: Workspace
+    dataset: DatasetRepository
+    options: FlowOptions
+    remote: RemoteDataset
+    protocol: str
+    force: bool
+    announce: str | None
+
+    @classmethod
+    def of(
+        cls,
+        workspace: Workspace,
+        transport: Transport,
+        options: FlowOptions,
+        remote: RemoteDataset,
+        name: str,
+        force: bool,
+        announce: str | None,
+    ) -> _Job:
+        options = replace(options, timeouts=transport.object_timeouts(options.timeouts))
+        return cls(workspace, workspace.dataset(name), options, remote, transport.name, force, announce)
+
+
+async def _increment(job: _Job, channel: PullChannel) -> tuple[TransferSummary, bool]:
+    """One pull in an open channel, everything but its last message; returns its summary and whether
+    the session is still open (a server that found the local head unknown ended it)."""
+    dataset = job.dataset
     tip = await asyncio.to_thread(dataset.tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
-    summary = TransferSummary("pull", dataset.name, remote.url, hash_text(local.head), hash_text(local.head))
-    summary.protocol = transport.name
-    options = replace(options, timeouts=transport.object_timeouts(options.timeouts))
-    async with transport.pull(remote) as channel:
-        try:
-            start = await channel.start(local, force)
-        except SmartTransferError as exc:
-            if exc.code is ErrorCode.DIVERGED and isinstance(exc.details, DivergedDetails):
-                if _on_chain(local, exc.details.remote_head):
-                    return _local_ahead(summary)
-                raise _diverged(dataset.name) from None
-            raise
-        if start.head != local.head and local.contains(start.head):
-            # the remote head is an older block of ours: nothing to pull, and force never drops our blocks
-            await channel.finish()
-            return _local_ahead(summary)
-        # checks, downloads and the local commit take time: keep the session alive meanwhile
-        async with KeepAlive(channel, options.keepalive_interval) as beat:
-            base = await asyncio.to_thread(_attach_pulled, dataset, local, start, force)
-            await _fetch_objects(workspace, dataset, beat, options, start, base, summary)
-        await channel.finish()
-    return summary.finish()
+    summary = TransferSummary("pull", dataset.name, job.remote.url, hash_text(local.head), hash_text(local.head))
+    summary.protocol = job.protocol
+    try:
+        start = await channel.start(local, job.force, job.announce)
+    except SmartTransferError as exc:
+        if exc.code is ErrorCode.DIVERGED and isinstance(exc.details, DivergedDetails):
+            if _on_chain(local, exc.details.remote_head):
+                return _local_ahead(summary), False
+            raise _diverged(dataset.name) from None
+        raise
+    if start.head != local.head and local.contains(start.head):
+        # the remote head is an older block of ours: nothing to pull, and force never drops our blocks
+        return _local_ahead(summary), True
+    # checks, downloads and the local commit take time: keep the session alive meanwhile
+    async with KeepAlive(channel, job.options.keepalive_interval) as beat:
+        base = await asyncio.to_thread(_attach_pulled, dataset, local, start, job.force)
+        await _fetch_objects(job, beat, start, base, summary)
+    return summary, True
 
 
 def _on_chain(local: LocalChain, head: str) -> bool:
@@ -113,20 +182,15 @@ def _on_chain(local: LocalChain, head: str) -> bool:
 
 
 def _local_ahead(summary: TransferSummary) -> TransferSummary:
-    summary.up_to_date = True
+    summary.up_to_date = summary.local_ahead = True
     summary.note = "the local dataset is ahead of the remote; nothing to pull (push it instead)"
     return summary.finish()
 
 
 async def _fetch_objects(
-    workspace: Workspace,
-    dataset: DatasetRepository,
-    beat: KeepAlive,
-    options: FlowOptions,
-    start: PullStart,
-    base: ChainTip | None,
-    summary: TransferSummary,
+    job: _Job, beat: KeepAlive, start: PullStart, base: ChainTip | None, summary: TransferSummary
 ) -> None:
+    dataset, options, workspace = job.dataset, job.options, job.workspace
     bundle = start.bundle
     refs = bundle.objects()
     # blocks are invisible until head moves: write them while the objects download
@@ -138,34 +202,16 @@ async def _fetch_objects(
         summary.objects_repaired = len(repairs)
         known = {(r.kind, r.physical_hash) for r in missing}
         missing += [r for r in repairs if (r.kind, r.physical_hash) not in known]
-        store = workspace.local_store
-        from smart_transfer.transfer.http import download, download_bytes  # loads the HTTP stack
+        files = [ObjectFile.of(r) for r in missing]
+        beat.meter = meter = Meter("pull", files, options.progress)
+        files = await _from_peers(job, beat, meter, start, files, summary)
 
         async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
-            ref = item.ref()
-            key = dataset.object_key(ref)
-            if ref.size <= SMALL_OBJECT_BYTES:
-                data = await download_bytes(
-                    http, request, ref.physical_hash, ref.size, meter.add_bytes, options.timeouts, options.limiter
-                )
-                await asyncio.to_thread(store.put, key, data)
-                return ref.size
-            verified = await download(
-                http,
-                request,
-                ref.physical_hash,
-                ref.size,
-                store.temp_path(),
-                meter.add_bytes,
-                timeouts=options.timeouts,
-                limiter=options.limiter,
-            )
-            await asyncio.to_thread(store.adopt, key, verified.temp_path)
-            return verified.size
+            return await _download(job, options.timeouts, http, item, request, meter)
 
-        files = [ObjectFile.of(r) for r in missing]
-        beat.meter = Meter("pull", files, options.progress)
         summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
+        summary.objects_transferred += summary.objects_from_peers
+        summary.bytes_transferred += summary.bytes_from_peers
     finally:
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
@@ -174,6 +220,86 @@ async def _fetch_objects(
     summary.up_to_date = not bundle.blocks
     if new_tip is not None:
         await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, summary.remote, new_tip.head)
+
+
+async def _download(
+    job: _Job, timeouts: Timeouts, http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter
+) -> int:
+    """GET one object into the workspace: verified (hash and size) before it is put into place. A small
+    object is read into memory and written by a worker thread, a large one streams through a file."""
+    from smart_transfer.transfer.http import download, download_bytes  # the HTTP stack loads on use
+
+    ref = item.ref()
+    store = job.workspace.local_store
+    key = job.dataset.object_key(ref)
+    received = 0
+
+    def on_bytes(count: int) -> None:
+        nonlocal received
+        received += count
+        meter.add_bytes(count)
+
+    try:
+        if ref.size <= SMALL_OBJECT_BYTES:
+            data = await download_bytes(
+                http, request, ref.physical_hash, ref.size, on_bytes, timeouts, job.options.limiter
+            )
+        else:
+            verified = await download(
+                http,
+                request,
+                ref.physical_hash,
+                ref.size,
+                store.temp_path(),
+                on_bytes,
+                timeouts=timeouts,
+                limiter=job.options.limiter,
+            )
+    except BaseException:
+        meter.add_bytes(-received)  # progress counts what stayed
+        raise
+    if ref.size <= SMALL_OBJECT_BYTES:
+        await asyncio.to_thread(store.put, key, data)
+        return ref.size
+    await asyncio.to_thread(store.adopt, key, verified.temp_path)
+    return verified.size
+
+
+async def _from_peers(
+    job: _Job, beat: KeepAlive, meter: Meter, start: PullStart, files: list[ObjectFile], summary: TransferSummary
+) -> list[ObjectFile]:
+    """Fetch what the plan's peers can serve (transfer/peers.py); returns what is left for storage."""
+    health = job.options.peer_health
+    summary.peers_listed = len(start.peers)
+    if health is None or not start.peers or not files:
+        return files
+    from smart_transfer.transfer.http import make_session
+    from smart_transfer.transfer.peers import PeerFetcher
+
+    # a peer that fails is left for the next source at once: no retries against it
+    timeouts = replace(job.options.timeouts, attempts=1)
+    async with make_session(job.options.parallel, timeouts) as http:
+
+        async def fetch(item: ObjectFile, request: HttpRequest) -> int:
+            size = await _download(job, timeouts, http, item, request, meter)
+            meter.add_object()
+            return size
+
+        with beat.interruptible():
+            peers = await health.reachable(http, [peer.url for peer in start.peers])
+            fetcher = PeerFetcher(health, peers, fetch, job.options.parallel)
+            left = await fetcher.fetch_all(files)
+    summary.objects_from_peers = fetcher.report.objects
+    summary.bytes_from_peers = fetcher.report.bytes
+    summary.peers_dropped = {
+        **{
+            peer.url: "unreachable: no answer to the connectivity check"
+            for peer in start.peers
+            if peer.url not in peers
+        },
+        **fetcher.report.dropped,
+    }
+    return left
 
 
 def _commit_pulled(

@@ -24,10 +24,16 @@ from smart_transfer.client.errors import (
     sdk_errors,
 )
 from smart_transfer.client.flow import DEFAULT_PAGE_SIZE, FlowOptions, ProgressCallback, ProgressUpdate, TransferSummary
+from smart_transfer.client.follow import Follower
+from smart_transfer.client.pull import follow as follow_flow
 from smart_transfer.client.pull import pull as pull_flow
 from smart_transfer.client.push import push as push_flow
 from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
-from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
+from smart_transfer.client.settings import (
+    DEFAULT_ANSWER_TIMEOUT,
+    DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
+    DEFAULT_KEEPALIVE_INTERVAL,
+)
 from smart_transfer.client.smart import SmartTransport
 from smart_transfer.client.transport import Transport
 from smart_transfer.model import DatasetName, InvalidDatasetName
@@ -36,6 +42,7 @@ from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, Timeouts
+from smart_transfer.transfer.peers import DEFAULT_PEER_CHECK_AGE, PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 log = logging.getLogger("smart_transfer.client")
@@ -71,10 +78,14 @@ class Client:
         timeouts: Timeouts | None = None,
         answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
         keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        peers: bool = True,
+        peer_check_age: float = DEFAULT_PEER_CHECK_AGE,
     ) -> None:
         """``timeouts`` bound every object transfer (connect, no byte for ``read`` seconds, a total
         by size, attempts); ``answer_timeout`` bounds every wait for the server's answer;
-        ``keepalive_interval`` is how often a session says it is alive while objects move."""
+        ``keepalive_interval`` is how often a session says it is alive while objects move; ``peers``:
+        fetch objects from the peers a pull plan lists before storage (verified, never trusted), with
+        their connectivity results kept ``peer_check_age`` seconds."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
         if parallel < 1 or page_size < 1:
@@ -95,31 +106,80 @@ class Client:
             progress=progress,
             timeouts=(timeouts or Timeouts()).limited(limit_rate, parallel),
             keepalive_interval=keepalive_interval,
+            peer_health=PeerHealth(peer_check_age) if peers else None,
         )
 
-    async def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:
+    async def pull(
+        self, url: str, as_name: str | None = None, force: bool = False, announce: str | None = None
+    ) -> TransferSummary:
         """Bring the local dataset up to the remote head. ``url``: the remote dataset's URL, or the name
-        of a workspace dataset with a remote (see ``remote_of``). Raises SmartTransferError
-        (RemoteError, LocalError, DivergedError, InvalidUrl) or TransferFailed; on any failure the local
-        head is unchanged."""
-        if is_url(url):
-            remote = RemoteDataset.parse(url)
-            name = as_name or remote.name
-        elif as_name is not None:
-            raise InvalidUrl(f"{url!r} is not a URL: give a dataset URL with as_name (--as)")
-        else:
-            try:
-                name = DatasetName(url)
-            except InvalidDatasetName:
-                raise InvalidUrl(
-                    f"{redact(url)!r} is neither a dataset URL (http(s)://HOST[:PORT]/DATASET) nor a dataset name"
-                ) from None
-            remote = self.remote_of(name)
+        of a workspace dataset with a remote (see ``remote_of``). ``announce``: the URL of a ``peer
+        serve`` of this workspace, told to the server so other readers fetch objects from it. Raises
+        SmartTransferError (RemoteError, LocalError, DivergedError, InvalidUrl) or TransferFailed; on
+        any failure the local head is unchanged."""
+        remote, name = self._target(url, as_name)
+        announced = self._announced(announce, name)
         summary = await self._run(
-            lambda transport: pull_flow(self.workspace, transport, self.options, remote, name, force)
+            lambda transport: pull_flow(self.workspace, transport, self.options, remote, name, force, announced)
         )
         self._remember(name, remote)
         return summary
+
+    async def follow(
+        self,
+        url: str,
+        on_update: Callable[[TransferSummary], None],
+        stop: asyncio.Event,
+        *,
+        as_name: str | None = None,
+        force: bool = False,
+        announce: str | None = None,
+        reconnect_attempts: int = DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
+    ) -> int:
+        """Pull, then stay in sync: every time the remote head moves, pull the increment in the same
+        session and call ``on_update`` with its summary (the first pull's too), until ``stop`` is set.
+        A session that drops is resumed with a normal pull, up to ``reconnect_attempts`` times in a row.
+        Smart protocol only. Returns the number of updates; raises like ``pull``."""
+        if self.protocol != "smart":
+            raise LocalError(ErrorCode.INVALID_REQUEST, "following needs the smart protocol (one WebSocket session)")
+        remote, name = self._target(url, as_name)
+        announced = self._announced(announce, name)
+
+        async def session(report: Callable[[TransferSummary], None]) -> None:
+            await retry_when_busy(
+                lambda: follow_flow(
+                    self.workspace, self._smart(), self.options, remote, name, force, announced, report, stop
+                ),
+                self.warn,
+            )
+
+        updates = await Follower(session, on_update, stop, self.warn, reconnect_attempts).run(name)
+        if updates:
+            self._remember(name, remote)
+        return updates
+
+    def _target(self, url: str, as_name: str | None) -> tuple[RemoteDataset, str]:
+        """The remote dataset and the local name a pull of ``url`` (a URL or a dataset name) means."""
+        if is_url(url):
+            remote = RemoteDataset.parse(url)
+            return remote, as_name or remote.name
+        if as_name is not None:
+            raise InvalidUrl(f"{url!r} is not a URL: give a dataset URL with as_name (--as)")
+        try:
+            name = DatasetName(url)
+        except InvalidDatasetName:
+            raise InvalidUrl(
+                f"{redact(url)!r} is neither a dataset URL (http(s)://HOST[:PORT]/DATASET) nor a dataset name"
+            ) from None
+        return self.remote_of(name), name
+
+    def _announced(self, announce: str | None, name: str) -> str | None:
+        """The dataset URL a ``peer serve`` at ``announce`` serves ``name`` at (smart protocol only)."""
+        if announce is None:
+            return None
+        if self.protocol != "smart":
+            raise LocalError(ErrorCode.INVALID_REQUEST, "announcing a peer needs the smart protocol")
+        return RemoteServer.parse(announce).dataset(name).url
 
     async def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Make the remote dataset's head the local head; ``url`` None: the dataset's remote. Raises
@@ -183,9 +243,7 @@ class Client:
         if self.protocol == "simple":
             return await self._when_not_busy(operation, simple())
         try:
-            return await self._when_not_busy(
-                operation, SmartTransport(self.token, self.answer_timeout, timeouts.connect)
-            )
+            return await self._when_not_busy(operation, self._smart())
         except TransferFailed as exc:
             # a store that could not be reached may be reachable through the server; one that stopped
             # answering would keep the server waiting the same way, so that is reported at once
@@ -193,6 +251,9 @@ class Client:
                 raise
             self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
             return await self._when_not_busy(operation, simple(redirect=False))
+
+    def _smart(self) -> SmartTransport:
+        return SmartTransport(self.token, self.answer_timeout, self.options.timeouts.connect)
 
     async def _when_not_busy(self, operation: Operation, transport: Transport) -> TransferSummary:
         return await retry_when_busy(lambda: operation(transport), self.warn)

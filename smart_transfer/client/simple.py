@@ -160,7 +160,7 @@ class SimplePull(PullChannel):
     def __init__(self, rest: RestClient) -> None:
         self.rest = rest
 
-    async def start(self, local: LocalChain, force: bool) -> PullStart:
+    async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
         head = await self.rest.head()
         if head is None:
             raise RemoteError(ErrorCode.DATASET_NOT_FOUND, f"dataset {self.rest.remote.name} does not exist")

@@ -3,6 +3,7 @@ and presigned URLs that move object bytes directly between this process and stor
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -16,6 +17,8 @@ from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
+    DatasetPullFollow,
+    DatasetPullHeadMoved,
     DatasetPullMetadataRequest,
     DatasetPullObjectsTransferRequest,
     DatasetPullObjectsTransferResponse,
@@ -52,11 +55,13 @@ class SmartPull(PullChannel):
         self._metadata_received = True
         return (await self.session.request(DatasetPullMetadataRequest(), MetadataTarball)).data
 
-    async def start(self, local: LocalChain, force: bool) -> PullStart:
+    async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
+        self._metadata_received = False
         request = DatasetPullRequest(
             begin_after=hash_text(local.head),
             force_update_if_diverged=force,
             known_blocks=[str(h) for h in local.known],
+            announce=announce,
         )
         answer = await self.session.request(request, DatasetPullResponse)
         bundle = Bundle()
@@ -66,7 +71,8 @@ class SmartPull(PullChannel):
             except ProtocolError as exc:
                 raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
         begin_after = Multihash.parse(answer.begin_after) if answer.begin_after else None
-        return PullStart(Multihash.parse(answer.head), begin_after, bundle, answer.max_objects_per_page)
+        head = Multihash.parse(answer.head)
+        return PullStart(head, begin_after, bundle, answer.max_objects_per_page, list(answer.peers))
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         if not self._metadata_received:
@@ -82,6 +88,31 @@ class SmartPull(PullChannel):
     async def finish(self) -> None:
         async with self.session.lock:
             await self.session.send(DatasetPullComplete())
+
+    async def follow(self, stop: asyncio.Event, keepalive_interval: float) -> Multihash | None:
+        async with self.session.lock:
+            await self.session.send(DatasetPullFollow())
+        # not under the lock: keep-alives go out while the answer is awaited
+        moving = asyncio.create_task(self.session.expect(DatasetPullHeadMoved))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    {moving, stopping}, timeout=keepalive_interval, return_when=asyncio.FIRST_COMPLETED
+                )
+                if moving in done:
+                    return Multihash.parse(moving.result().head)
+                if stopping in done:
+                    break
+                await self.session.keep_alive(0, 0)
+            moving.cancel()  # receiving is cancel-safe; a HeadMoved crossing our end is answered the same
+            await asyncio.gather(moving, return_exceptions=True)
+            await self.finish()
+            return None
+        finally:
+            for task in (moving, stopping):
+                task.cancel()
+            await asyncio.gather(moving, stopping, return_exceptions=True)
 
 
 class SmartPush(PushChannel):

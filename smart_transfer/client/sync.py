@@ -28,9 +28,11 @@ class SyncClient:
             self.workspace = Workspace(Path(workspace) if workspace is not None else Workspace.default_root())
         self._client = Client(self.workspace, **options)
 
-    def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:
-        """Pull ``url`` into the workspace (see ``Client.pull``)."""
-        return asyncio.run(self._client.pull(url, as_name=as_name, force=force))
+    def pull(
+        self, url: str, as_name: str | None = None, force: bool = False, announce: str | None = None
+    ) -> TransferSummary:
+        """Pull ``url`` into the workspace (see ``Client.pull``; ``Client.follow`` stays in sync)."""
+        return asyncio.run(self._client.pull(url, as_name=as_name, force=force, announce=announce))
 
     def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""

@@ -4,14 +4,15 @@ session and hands out presigned storage URLs; the simple one speaks REST, one re
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.model import ChainTip, Multihash
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
+from smart_transfer.protocol.messages import HttpRequest, ObjectFile, PeerSource, TransferPlan
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.transfer.limits import Timeouts
 
@@ -36,12 +37,13 @@ class LocalChain:
 @dataclass(frozen=True)
 class PullStart:
     """What the remote sends: the head it pulls up to, where its blocks attach (None: from the Seed),
-    the checked bundle and the most objects one URL request may name."""
+    the checked bundle, the most objects one URL request may name, and the live peers it knows."""
 
     head: Multihash
     begin_after: Multihash | None
     bundle: Bundle
     page_limit: int
+    peers: list[PeerSource] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,9 @@ class PullChannel(ABC):
     """One pull against one remote dataset."""
 
     @abstractmethod
-    async def start(self, local: LocalChain, force: bool) -> PullStart:
-        """Ask for everything after the local head (or the last common block when forced)."""
+    async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
+        """Ask for everything after the local head (or the last common block when forced); ``announce``:
+        the URL where this workspace serves the dataset's objects once the pull is complete."""
 
     @abstractmethod
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
@@ -68,6 +71,12 @@ class PullChannel(ABC):
 
     async def finish(self) -> None:  # noqa: B027 - optional
         """Everything arrived and is committed locally."""
+
+    async def follow(self, stop: asyncio.Event, keepalive_interval: float) -> Multihash | None:
+        """Everything arrived and is committed locally: wait in the same session until the remote head
+        moves (its new head; then ``start`` pulls the increment) or ``stop`` is set (None: the session
+        ended). Only the smart protocol can (the SDK refuses to follow over the simple one)."""
+        raise NotImplementedError("following needs the smart protocol")
 
 
 class PushChannel(ABC):

@@ -36,6 +36,8 @@ FLOW_MESSAGES: dict[str, list[type[BaseModel]]] = {
         m.DatasetPullObjectsTransferRequest,
         m.DatasetPullObjectsTransferResponse,
         m.DatasetPullComplete,
+        m.DatasetPullFollow,
+        m.DatasetPullHeadMoved,
         m.Progress,
         m.Error,
     ],

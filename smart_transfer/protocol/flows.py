@@ -27,6 +27,8 @@ class Phase(Enum):
     TRANSFER = "Transfer"  # objects move; pages negotiated
     NEGOTIATING = "Negotiating"  # a page request waits for its answer
     COMMITTING = "Committing"  # push: server verifies and moves head
+    FOLLOWING = "Following"  # pull --follow: caught up, waiting for the head to move
+    HEAD_MOVED = "HeadMoved"  # pull --follow: the client asks for the increment, or ends
     DONE = "Done"
     FAILED = "Failed"
 
@@ -46,6 +48,18 @@ PULL_TRANSITIONS: dict[tuple[Phase, Sender, str], Phase] = {
     (P.NEGOTIATING, S, "DatasetPullObjectsTransferResponse"): P.TRANSFER,
     (P.TRANSFER, C, "Progress"): P.TRANSFER,
     (P.TRANSFER, C, "DatasetPullComplete"): P.DONE,
+    # follow: instead of ending, the client asks to be told when the head moves; the increment is
+    # then pulled in the same session, from a new request on. Either side keeps an idle session
+    # alive with Progress; a client Progress or DatasetPullComplete may cross a HeadMoved in flight.
+    (P.AWAIT_METADATA_REQUEST, C, "DatasetPullFollow"): P.FOLLOWING,  # up to date already
+    (P.TRANSFER, C, "DatasetPullFollow"): P.FOLLOWING,
+    (P.FOLLOWING, C, "Progress"): P.FOLLOWING,
+    (P.FOLLOWING, S, "Progress"): P.FOLLOWING,
+    (P.FOLLOWING, S, "DatasetPullHeadMoved"): P.HEAD_MOVED,
+    (P.FOLLOWING, C, "DatasetPullComplete"): P.DONE,
+    (P.HEAD_MOVED, C, "Progress"): P.HEAD_MOVED,
+    (P.HEAD_MOVED, C, "DatasetPullRequest"): P.PLANNING,
+    (P.HEAD_MOVED, C, "DatasetPullComplete"): P.DONE,
 }
 
 #: push: (phase, sender, message type) -> next phase

@@ -10,11 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from smart_transfer.model import InvalidMultihash, Multihash, ObjectKind, ObjectRef
 from smart_transfer.model.multihash import HASH_PATTERN
+from smart_transfer.protocol import MAX_PEERS
 from smart_transfer.protocol.errors import ErrorCode
 
 MAX_ERROR_TEXT = 2000
 #: Most blocks a request may name as known to the client (its chain, sampled back from its head).
 MAX_KNOWN_BLOCKS = 128
+#: Longest peer URL an announcement may carry.
+MAX_PEER_URL = 512
+#: A peer's dataset URL: http(s), a host (and port), path segments ending with the dataset name; no
+#: credentials, query or fragment. Objects are at ``{url}/{kind}/{hash}``.
+PEER_URL_PATTERN = r"^https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+$"
 
 
 def _type_is_required(schema: dict[str, Any]) -> None:
@@ -48,6 +54,25 @@ KnownBlocks = Annotated[
         "server sends only the blocks after the newest of these it has (the last common block).",
     ),
 ]
+
+
+PeerUrl = Annotated[
+    str,
+    Field(
+        pattern=PEER_URL_PATTERN,
+        max_length=MAX_PEER_URL,
+        description="where a workspace serves this dataset's objects read-only (`smart-transfer peer serve`): "
+        "GET {url}/{kind}/{hash}; no credentials, query or fragment",
+    ),
+]
+
+
+class PeerSource(Message):
+    """A workspace that announced it serves this dataset's objects, and the head it had then. Never
+    trusted: the client verifies every object's hash and size, and falls back to storage."""
+
+    url: PeerUrl
+    head: HashText
 
 
 class TransferPlan(Message):
@@ -120,6 +145,11 @@ class DatasetPullRequest(Message):
     stop_at: HashText | None = None
     force_update_if_diverged: bool = False
     known_blocks: KnownBlocks = Field(default_factory=list)
+    announce: PeerUrl | None = Field(
+        default=None,
+        description="this client serves the dataset's objects at this URL once the pull is complete: from its "
+        "DatasetPullComplete or DatasetPullFollow on, the server lists it to other readers for its peer TTL",
+    )
 
     _valid_hashes = field_validator("begin_after", "stop_at")(_check_hash)
 
@@ -132,6 +162,12 @@ class DatasetPullResponse(Message):
     begin_after: HashText | None
     transfer_plan: TransferPlan
     max_objects_per_page: int = Field(ge=1, description="most objects one transfer request may name")
+    peers: list[PeerSource] = Field(
+        default_factory=list,
+        max_length=MAX_PEERS,
+        description="live peers that announced this dataset (not the client's own announcement): the client may "
+        "fetch objects from them first, verifying each, and ask for storage URLs only for the rest",
+    )
 
 
 class DatasetPullMetadataRequest(Message):
@@ -160,9 +196,24 @@ class DatasetPullObjectsTransferResponse(Message):
 
 
 class DatasetPullComplete(Message):
-    """Client: everything arrived and was verified; the session can end."""
+    """Client: everything arrived and was verified; the session can end. (While following: stop.)"""
 
     type: Literal["DatasetPullComplete"] = "DatasetPullComplete"
+
+
+class DatasetPullFollow(Message):
+    """Client: everything arrived and was verified, as with DatasetPullComplete, but keep the session
+    open and say when the dataset's head moves (``pull --follow``)."""
+
+    type: Literal["DatasetPullFollow"] = "DatasetPullFollow"
+
+
+class DatasetPullHeadMoved(Message):
+    """Server, while following: the head moved to ``head``. The client pulls the increment with a new
+    DatasetPullRequest in the same session, or ends it with DatasetPullComplete."""
+
+    type: Literal["DatasetPullHeadMoved"] = "DatasetPullHeadMoved"
+    head: HashText
 
 
 # -- push ----------------------------------------------------------------------------------------------
@@ -257,6 +308,8 @@ AnyMessage = Annotated[
     | DatasetPullObjectsTransferRequest
     | DatasetPullObjectsTransferResponse
     | DatasetPullComplete
+    | DatasetPullFollow
+    | DatasetPullHeadMoved
     | DatasetPushRequest
     | DatasetPushRequestAccepted
     | DatasetPushMetadataAccepted

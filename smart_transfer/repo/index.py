@@ -155,3 +155,24 @@ class RepositoryIndex:
                 break
             kind, _, text = key[len(prefix) :].decode().partition("/")
             yield ObjectKind(kind), Multihash.parse(text), int(_SEQ.unpack(value)[0])
+
+    # -- peer announcements (the server's; see server/announce.py) ---------------------------------
+
+    def record_peer(self, dataset: DatasetName, url: str, value: bytes) -> None:
+        """Remember a peer announcement of ``dataset`` by its URL (the value is the caller's)."""
+        self._db[_key(dataset, "p", url.encode())] = value
+
+    def peer_records(self, dataset: DatasetName) -> Iterator[tuple[str, bytes]]:
+        """Every peer announcement recorded for ``dataset``: (URL, value)."""
+        prefix = _key(dataset, "p")
+        for key, value in self._db.items(from_key=prefix):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
+            if not key.startswith(prefix):
+                break
+            yield key[len(prefix) :].decode(), value
+
+    def forget_peers(self, dataset: DatasetName, urls: Iterable[str]) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for url in urls:
+            batch.delete(_key(dataset, "p", url.encode()))
+        self._db.write(batch)

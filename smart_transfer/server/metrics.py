@@ -40,6 +40,16 @@ class Metrics:
         self.urls_signed = Counter(
             "smart_transfer_urls_signed", "Presigned URLs handed out, by method", ["method"], registry=registry
         )
+        self.announcements = Counter(
+            "smart_transfer_peer_announcements",
+            "Peer announcements recorded or renewed (pull --announce)",
+            registry=registry,
+        )
+        self.follow_updates = Counter(
+            "smart_transfer_follow_updates",
+            "Increments pulled by following sessions (pull --follow) after the head moved",
+            registry=registry,
+        )
         self.bytes_through_server = Counter(
             "smart_transfer_object_bytes_through_server",
             "Object bytes this server read or wrote for clients (zero on the smart path over S3)",

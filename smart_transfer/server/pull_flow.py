@@ -1,14 +1,17 @@
-"""The server side of a pull: plan (sync.plan), send the metadata tarball, hand out presigned GETs
-page by page until the client says it is complete."""
+"""The server side of a pull: plan (sync.plan) and list live peers, send the metadata tarball, hand out
+presigned GETs page by page until the client says it is complete; record its peer announcement; and
+for a follower, wait for the head to move (server/follow.py) and serve the increment the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from smart_transfer.model import Multihash
 from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError, TooManyObjectsDetails
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
+    DatasetPullFollow,
     DatasetPullMetadataRequest,
     DatasetPullObjectsTransferRequest,
     DatasetPullObjectsTransferResponse,
@@ -17,11 +20,13 @@ from smart_transfer.protocol.messages import (
     HttpRequest,
     MetadataTarball,
     ObjectFile,
+    PeerSource,
     PullObjectTransfer,
     TransferPlan,
 )
 from smart_transfer.protocol.tarball import pack_blocks
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.server.follow import follow
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
@@ -48,33 +53,75 @@ def _plan(dataset: DatasetRepository, request: DatasetPullRequest) -> PullPlan:
 
 
 async def run_pull(session: ServerSession, dataset: DatasetRepository, server: ServerState) -> None:
-    """Drive one pull session to its end (errors propagate to the caller, which reports them)."""
-    settings = server.settings
-    request = await session.expect(DatasetPullRequest)
-    plan = await asyncio.to_thread(_plan, dataset, request)
-    await session.send(
-        DatasetPullResponse(
-            head=str(plan.target.head),
-            begin_after=str(plan.begin_after) if plan.begin_after else None,
-            transfer_plan=TransferPlan(
-                num_blocks=len(plan.blocks), num_objects=len(plan.objects), bytes_in_objects=plan.object_bytes
-            ),
-            max_objects_per_page=settings.max_objects_per_page,
+    """Drive one pull session to its end (errors propagate to the caller, which reports them). A client
+    that follows (DatasetPullFollow) is told when the head moves and pulls again in the same session."""
+    request: DatasetPullRequest | None = await session.expect(DatasetPullRequest)
+    while request is not None:
+        plan, peers = await asyncio.to_thread(_plan_and_peers, dataset, request, server)
+        await session.send(
+            DatasetPullResponse(
+                head=str(plan.target.head),
+                begin_after=str(plan.begin_after) if plan.begin_after else None,
+                transfer_plan=TransferPlan(
+                    num_blocks=len(plan.blocks), num_objects=len(plan.objects), bytes_in_objects=plan.object_bytes
+                ),
+                max_objects_per_page=server.settings.max_objects_per_page,
+                peers=peers,
+            )
         )
-    )
-    message = await session.expect(DatasetPullMetadataRequest, DatasetPullComplete)
+        ending = await _serve_plan(session, dataset, server, plan)
+        head = plan.target.head
+        announce = request.announce
+        if announce is not None:
+            await _announce(server, dataset, announce, head, session.subject)
+        if isinstance(ending, DatasetPullComplete):
+            break
+
+        renewed = time.monotonic()
+
+        async def tick(announce: str | None = announce, head: Multihash = head) -> None:
+            nonlocal renewed
+            server.refuse_if_draining()  # a follower has nothing in flight: it ends at once
+            if announce is not None and time.monotonic() - renewed >= server.settings.peer_ttl_seconds / 4:
+                renewed = time.monotonic()
+                await _announce(server, dataset, announce, head, session.subject)  # alive: still serving
+
+        interval = server.settings.keepalive_interval_seconds
+        request = await follow(session, server.heads, dataset, head, interval, tick)
+        if request is not None:
+            server.metrics.follow_updates.inc()
+    await session.close()
+
+
+def _plan_and_peers(
+    dataset: DatasetRepository, request: DatasetPullRequest, server: ServerState
+) -> tuple[PullPlan, list[PeerSource]]:
+    return _plan(dataset, request), server.peers.listed(dataset, exclude=request.announce)
+
+
+async def _announce(server: ServerState, dataset: DatasetRepository, url: str, head: Multihash, subject: str) -> None:
+    await asyncio.to_thread(server.peers.announce, dataset, url, head, subject)
+    server.metrics.announcements.inc()
+
+
+async def _serve_plan(
+    session: ServerSession, dataset: DatasetRepository, server: ServerState, plan: PullPlan
+) -> DatasetPullComplete | DatasetPullFollow:
+    """Send the metadata and hand out URLs page by page until the client has everything."""
+    ends = (DatasetPullComplete, DatasetPullFollow)
+    message = await session.expect(DatasetPullMetadataRequest, *ends)
     if isinstance(message, DatasetPullMetadataRequest):
         tarball = await asyncio.to_thread(pack_blocks, plan.blocks, plan.manifests.items())
         await session.send(MetadataTarball(tarball))
         while isinstance(
-            message := await session.expect(DatasetPullObjectsTransferRequest, DatasetPullComplete),
-            DatasetPullObjectsTransferRequest,
+            message := await session.expect(DatasetPullObjectsTransferRequest, *ends), DatasetPullObjectsTransferRequest
         ):
-            check_page(message.object_files, settings)
-            transfers = await asyncio.to_thread(_presign_downloads, dataset, message.object_files, settings)
+            check_page(message.object_files, server.settings)
+            transfers = await asyncio.to_thread(_presign_downloads, dataset, message.object_files, server.settings)
             server.metrics.urls_signed.labels("GET").inc(len(transfers))
             await session.send(DatasetPullObjectsTransferResponse(object_transfers=transfers))
-    await session.close()
+    assert isinstance(message, ends)  # what the table lets the client end a plan with
+    return message
 
 
 def _presign_downloads(

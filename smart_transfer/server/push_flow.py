@@ -176,6 +176,7 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
     skipped_blocks = await writing
     committing = asyncio.to_thread(_verify_and_commit, dataset, state, skipped_blocks)
     new_tip = await _with_keep_alive(session, committing, settings.keepalive_interval_seconds)
+    server.heads.notify(dataset.name)  # followers of this replica pull it now
     old_head = str(state.remote_tip.head) if state.remote_tip is not None else None
     await session.send(DatasetPushCompleteConfirmed(old_head=old_head, new_head=str(new_tip.head)))
     await session.close()

@@ -38,6 +38,8 @@ class ServerSession:
             max_binary_bytes=max_message_bytes,
         )
         self.idle_timeout = idle_timeout
+        #: Whom the session acts for (the token's subject, or the anonymous client's address).
+        self.subject = "-"
 
     async def accept(self) -> None:
         """Complete the handshake; a client that did not offer the subprotocol gets a typed error."""

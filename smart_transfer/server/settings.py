@@ -66,6 +66,17 @@ DEFAULT_LOG_FORMAT = "text"
 #: Error log lines per second the server writes at most (bursts of 10x are allowed), so a flood of
 #: bad frames cannot flood the log; what it drops is counted in a line when the flood ends.
 DEFAULT_ERROR_LOG_RATE = 20.0
+#: Seconds a peer announcement (``pull --announce``) stays listed after the pull that made it (a
+#: following session renews its own while it lasts).
+DEFAULT_PEER_TTL_SECONDS = 600.0
+#: Most live peers one pull plan lists (newest announcements first; the client shuffles them).
+DEFAULT_MAX_PEERS_LISTED = 8
+#: ``pull --follow``: how often the server reads a followed dataset's head from the store, from the
+#: shortest interval after a change, doubling while nothing changes, up to the longest. Pushes through
+#: the same replica wake the followers at once; pushes through another replica are seen within the
+#: longest interval.
+DEFAULT_FOLLOW_POLL_MIN_SECONDS = 0.5
+DEFAULT_FOLLOW_POLL_MAX_SECONDS = 2.0
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
@@ -106,6 +117,10 @@ class ServerSettings:
     forwarded_allow_ips: str = DEFAULT_FORWARDED_ALLOW_IPS
     log_format: str = DEFAULT_LOG_FORMAT
     error_log_rate: float = DEFAULT_ERROR_LOG_RATE
+    peer_ttl_seconds: float = DEFAULT_PEER_TTL_SECONDS
+    max_peers_listed: int = DEFAULT_MAX_PEERS_LISTED
+    follow_poll_min_seconds: float = DEFAULT_FOLLOW_POLL_MIN_SECONDS
+    follow_poll_max_seconds: float = DEFAULT_FOLLOW_POLL_MAX_SECONDS
     tokens_file: Path | None = None
     allow_anonymous: bool = False
 

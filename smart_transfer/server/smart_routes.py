@@ -55,7 +55,7 @@ def smart_router(state: ServerState) -> APIRouter:
         dataset = state.repository.dataset(record.dataset)
         flow, access = FLOWS[record.flow]
         grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
-        record.subject = limit_subject(grant, record.client)
+        record.subject = session.subject = limit_subject(grant, record.client)
         active = state.metrics.sessions_active.labels(record.flow)
         with state.sessions.hold(record.subject):
             active.inc()

@@ -11,7 +11,9 @@ from typing import TypeVar
 
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.repo import Repository
+from smart_transfer.server.announce import PeerBook
 from smart_transfer.server.auth import Authorizer, Grant
+from smart_transfer.server.follow import HeadWatch
 from smart_transfer.server.limits import ConcurrencyLimit
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.server.settings import ServerSettings
@@ -53,6 +55,9 @@ class ServerState:
             retry,
             lambda: self.metrics.busy.labels("requests").inc(),
         )
+        #: Peer announcements (pull --announce) and the head watchers of following sessions.
+        self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)
+        self.heads = HeadWatch(settings.follow_poll_min_seconds, settings.follow_poll_max_seconds)
         #: Object bytes this process itself read or wrote for clients (embedded-store routes and
         #: streamed REST reads and writes). The smart path on S3 must leave it at zero.
         self.object_bytes_through_server = 0

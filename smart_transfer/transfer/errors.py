@@ -9,13 +9,17 @@ from smart_transfer.protocol.errors import ErrorCode
 class TransferFailed(Exception):
     """An object could not be moved or did not verify; names the object. ``network``: storage could
     not be reached (another path, through the server, may work); ``stalled``: storage accepted the
-    request and then stopped answering (every path to it would wait the same)."""
+    request and then stopped answering (every path to it would wait the same); ``status``: the HTTP
+    status of an error answer, when there was one (a peer's 429 says busy, not gone)."""
 
-    def __init__(self, object_name: str, reason: str, *, network: bool = False, stalled: bool = False) -> None:
+    def __init__(
+        self, object_name: str, reason: str, *, network: bool = False, stalled: bool = False, status: int | None = None
+    ) -> None:
         self.object_name = object_name
         self.reason = reason
         self.network = network
         self.stalled = stalled
+        self.status = status
         super().__init__(f"{object_name}: {reason}")
 
     def __str__(self) -> str:

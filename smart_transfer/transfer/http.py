@@ -136,9 +136,9 @@ def _check_status(name: str, status: int, body: bytes) -> None:
     if status == 403:
         raise UrlExpired(name)
     if status >= 500 or status == 429:
-        raise TransferFailed(name, f"storage answered HTTP {status}", network=True)
+        raise TransferFailed(name, f"storage answered HTTP {status}", network=True, status=status)
     if status >= 300:
-        raise TransferFailed(name, f"storage answered HTTP {status}: {body[:200]!r}")
+        raise TransferFailed(name, f"storage answered HTTP {status}: {body[:200]!r}", status=status)
 
 
 async def _verified_chunks(

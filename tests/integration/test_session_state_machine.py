@@ -103,7 +103,10 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("state-machine")
-    server: ServerProcess = start_server(tmp / "server", "--max-objects-per-page", str(PAGE_LIMIT))
+    # keep-alives of a following session only after a minute: every frame the server sends here answers one
+    server: ServerProcess = start_server(
+        tmp / "server", "--max-objects-per-page", str(PAGE_LIMIT), "--keepalive-interval", "60"
+    )
     try:
         workspace = tmp / "ws"
         assert run_cli("add", KEPT, *map(str, make_files(tmp / "in", 2, 100)), workspace=workspace).returncode == 0
@@ -497,6 +500,7 @@ def messages_of(kind: str, world: World, kept: bool) -> st.SearchStrategy[AnyMes
             stop_at=st.none() | blocks,
             force_update_if_diverged=st.booleans(),
             known_blocks=st.lists(blocks, max_size=3),
+            announce=st.none() | st.just(f"http://127.0.0.1:9/{KEPT}"),
         ),
         "DatasetPullObjectsTransferRequest": st.builds(m.DatasetPullObjectsTransferRequest, object_files=pages),
         "DatasetPushRequest": st.builds(
@@ -615,11 +619,22 @@ def test_any_message_sequence_gets_only_what_the_table_or_the_documented_errors_
     assert _head_of_kept(world) == world.head  # no session moved or broke the dataset
 
 
+#: Transitions of a following session that the head moving or time passing drive (test_follow.py).
+FOLLOW_DRIVEN = {
+    ("pull", Phase.FOLLOWING, S, "Progress"),
+    ("pull", Phase.FOLLOWING, S, "DatasetPullHeadMoved"),
+    ("pull", Phase.HEAD_MOVED, C, "Progress"),
+    ("pull", Phase.HEAD_MOVED, C, "DatasetPullRequest"),
+    ("pull", Phase.HEAD_MOVED, C, "DatasetPullComplete"),
+}
 #: Scripted sessions that between them take every transition of both tables.
 SCRIPTS: list[tuple[str, bool, list[str]]] = [
     # pull: planned, the tarball, one page, a keep-alive, done
     ("pull", True, ["DatasetPullRequest", "DatasetPullMetadataRequest", "page", "Progress", "DatasetPullComplete"]),
     ("pull", True, ["DatasetPullRequest", "DatasetPullComplete"]),  # nothing wanted after the plan
+    # follow: up to date at once, or after the tarball; a keep-alive while following; stop
+    ("pull", True, ["DatasetPullRequest", "DatasetPullFollow", "Progress", "DatasetPullComplete"]),
+    ("pull", True, ["DatasetPullRequest", "DatasetPullMetadataRequest", "DatasetPullFollow", "DatasetPullComplete"]),
     # push: accepted, no new blocks, a keep-alive, confirmed (the head stays where it is)
     ("push", True, ["DatasetPushRequest", "empty", "Progress", "DatasetPushComplete"]),
     # push of a new dataset: accepted, its blocks accepted, one page of uploads, refused (nothing uploaded)
@@ -653,5 +668,6 @@ def test_scripted_sessions_take_every_transition_of_both_tables(world: World) ->
             session.close()
         seen.update((flow, *step) for step in session.seen)
     every = {(flow, *key) for flow, table in FLOWS.items() for key in table}
-    # the server's keep-alive while it commits comes only when verifying takes longer than its interval
-    assert every - seen == {("push", Phase.COMMITTING, S, "Progress")}
+    # the server's keep-alive while it commits comes only when verifying takes longer than its interval;
+    # a following session goes on when the head moves or time passes: tests/integration/test_follow.py
+    assert every - seen == {("push", Phase.COMMITTING, S, "Progress"), *FOLLOW_DRIVEN}

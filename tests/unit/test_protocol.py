@@ -6,6 +6,7 @@ import gzip
 import io
 import tarfile
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -47,6 +48,12 @@ requests = st.builds(
     headers=st.dictionaries(st.text(max_size=10), st.text(max_size=10), max_size=3),
     expires_at=st.integers(0, 2**40),
 )
+peer_urls = st.builds(
+    lambda host, port, name: f"http://{host}:{port}/{name}",
+    st.sampled_from(["127.0.0.1", "peer-1.example", "[::1]"]),
+    st.integers(1, 65535),
+    st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True),
+)
 messages = st.one_of(
     st.builds(m.Error, code=st.sampled_from(list(ErrorCode)), message=st.text(max_size=100)),
     st.builds(m.Progress, objects_done=st.integers(0, 10**9), bytes_done=st.integers(0, 10**12)),
@@ -55,6 +62,7 @@ messages = st.one_of(
         begin_after=st.none() | hashes,
         stop_at=st.none() | hashes,
         force_update_if_diverged=st.booleans(),
+        announce=st.none() | peer_urls,
     ),
     st.builds(
         m.DatasetPullResponse,
@@ -62,7 +70,9 @@ messages = st.one_of(
         begin_after=st.none() | hashes,
         transfer_plan=plans,
         max_objects_per_page=st.integers(1, 10**6),
+        peers=st.lists(st.builds(m.PeerSource, url=peer_urls, head=hashes), max_size=3),
     ),
+    st.builds(m.DatasetPullHeadMoved, head=hashes),
     st.builds(m.DatasetPullObjectsTransferRequest, object_files=st.lists(object_files, min_size=1, max_size=3)),
     st.builds(
         m.DatasetPullObjectsTransferResponse,
@@ -90,6 +100,7 @@ messages = st.one_of(
     st.builds(m.DatasetPushCompleteConfirmed, old_head=st.none() | hashes, new_head=hashes),
     st.just(m.DatasetPullMetadataRequest()),
     st.just(m.DatasetPullComplete()),
+    st.just(m.DatasetPullFollow()),
     st.just(m.DatasetPushComplete()),
 )
 
@@ -121,6 +132,8 @@ SAMPLES: dict[str, m.Message | m.MetadataTarball] = {
     ),
     "DatasetPullObjectsTransferResponse": m.DatasetPullObjectsTransferResponse(object_transfers=[]),
     "DatasetPullComplete": m.DatasetPullComplete(),
+    "DatasetPullFollow": m.DatasetPullFollow(),
+    "DatasetPullHeadMoved": m.DatasetPullHeadMoved(head=SAMPLE_HASH),
     "DatasetPushRequest": m.DatasetPushRequest(transfer_plan=PLAN),
     "DatasetPushRequestAccepted": m.DatasetPushRequestAccepted(current_head=None),
     "DatasetPushMetadataAccepted": m.DatasetPushMetadataAccepted(num_blocks=1, num_objects=0, max_objects_per_page=1),
@@ -134,6 +147,24 @@ SAMPLES: dict[str, m.Message | m.MetadataTarball] = {
     TARBALL: m.MetadataTarball(b"tarball bytes"),
 }
 MODELS = {kind: type(sample) for kind, sample in SAMPLES.items()}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9000",  # no dataset name
+        "http://user:secret@127.0.0.1:9000/ds",  # credentials
+        "http://127.0.0.1:9000/ds?x=1",  # query
+        "http://127.0.0.1:9000/ds#f",  # fragment
+        "file:///etc/passwd",
+        "http://127.0.0.1:9000/../ds",
+        "http://127.0.0.1:9000/" + "d" * 600,
+    ],
+)
+def test_a_peer_url_that_could_mean_something_else_is_refused(url: str) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        codec.decode(orjson.dumps({"type": "DatasetPullRequest", "announce": url}).decode())
+    assert refused.value.code is ErrorCode.BAD_MESSAGE
 
 
 def test_every_message_of_the_tables_has_a_sample() -> None:

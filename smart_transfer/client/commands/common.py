@@ -58,6 +58,29 @@ def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> 
     return Workspace.open_existing(args.workspace or Workspace.default_root(), read_only=read_only)
 
 
+def rate(text: str) -> int:
+    """An argparse type: a rate such as ``500K`` or ``10M`` in bytes per second."""
+    from smart_transfer.transfer.ratelimit import parse_rate
+
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def serve_until_stopped(serve: Callable[[], None]) -> int:
+    """Run a server until it stops (Ctrl-C is a normal stop); an address it cannot have is one line."""
+    from smart_transfer.client.exits import CliError
+
+    try:
+        serve()
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
 def add_token_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None, help=f"bearer token (default: ${TOKEN_ENV})")
 

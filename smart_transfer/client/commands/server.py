@@ -8,8 +8,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows
+from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
 from smart_transfer.client.exits import EXIT_USAGE, CliError
+from smart_transfer.protocol import MAX_PEERS
 from smart_transfer.server import settings as defaults
 
 if TYPE_CHECKING:
@@ -53,6 +54,10 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
     for flag, _, _, _, field in LIMITS:
         if limits[field] < 0 or (limits[field] == 0 and flag != "--shutdown-grace"):
             raise CliError(f"{flag} must be more than 0", EXIT_USAGE)
+    if limits["max_peers_listed"] > MAX_PEERS:
+        raise CliError(f"--max-peers-listed must be at most {MAX_PEERS}", EXIT_USAGE)
+    if limits["follow_poll_min_seconds"] > limits["follow_poll_max_seconds"]:
+        raise CliError("--follow-poll-min must not exceed --follow-poll-max", EXIT_USAGE)
     return ServerSettings(
         root=Path(args.root),
         s3_prefix=args.s3_prefix or "",
@@ -70,13 +75,7 @@ def run_serve(args: argparse.Namespace) -> int:
         settings.check_exposure()
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    try:
-        serve(settings)
-    except KeyboardInterrupt:
-        return 0
-    except OSError as exc:
-        raise CliError(str(exc)) from None
-    return 0
+    return serve_until_stopped(lambda: serve(settings))
 
 
 def run_token_add(args: argparse.Namespace) -> int:
@@ -277,6 +276,35 @@ LIMITS: list[tuple[str, type, object, str, str]] = [
         "s3_read_timeout",
     ),
     ("--s3-attempts", int, defaults.DEFAULT_S3_ATTEMPTS, "attempts of one S3 call (backoff between)", "s3_attempts"),
+    (
+        "--peer-ttl",
+        float,
+        defaults.DEFAULT_PEER_TTL_SECONDS,
+        "seconds a peer announcement (pull --announce) stays listed; a following session renews its own",
+        "peer_ttl_seconds",
+    ),
+    (
+        "--max-peers-listed",
+        int,
+        defaults.DEFAULT_MAX_PEERS_LISTED,
+        f"most live peers one pull plan lists (at most {MAX_PEERS})",
+        "max_peers_listed",
+    ),
+    (
+        "--follow-poll-min",
+        float,
+        defaults.DEFAULT_FOLLOW_POLL_MIN_SECONDS,
+        "pull --follow: seconds between reads of a followed head in the store right after it moved",
+        "follow_poll_min_seconds",
+    ),
+    (
+        "--follow-poll-max",
+        float,
+        defaults.DEFAULT_FOLLOW_POLL_MAX_SECONDS,
+        "pull --follow: longest interval between head reads (doubling while nothing changes); pushes "
+        "through another replica reach followers within it, pushes through this one at once",
+        "follow_poll_max_seconds",
+    ),
     (
         "--error-log-rate",
         float,

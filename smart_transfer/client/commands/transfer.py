@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from smart_transfer.client.commands.common import (
     existing_workspace,
     open_workspace,
     print_json,
+    rate,
     run,
     token,
     warn,
@@ -23,18 +25,11 @@ from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPA
 from smart_transfer.transfer import limits
 
 if TYPE_CHECKING:
-    from smart_transfer.client.flow import TransferSummary
+    from smart_transfer.client.flow import ProgressCallback, TransferSummary
+    from smart_transfer.client.sdk import Client
+    from smart_transfer.repo import Workspace
 
 PROTOCOLS = ("smart", "simple")
-
-
-def _rate(text: str) -> int:
-    from smart_transfer.transfer.ratelimit import parse_rate
-
-    try:
-        return parse_rate(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds(text: str) -> float:
@@ -65,7 +60,7 @@ BOUNDS: list[tuple[str, Callable[[str], object], object, str]] = [
     ("--attempts", _attempts, limits.DEFAULT_ATTEMPTS, "attempts per object (stalls, network errors, 5xx)"),
     (
         "--min-rate",
-        _rate,
+        rate,
         limits.DEFAULT_MIN_RATE,
         "slowest rate an object may move at: one attempt lasts at most the two timeouts + size / this rate",
     ),
@@ -96,41 +91,83 @@ def report(summary: TransferSummary, as_json: bool) -> None:
             f"{summary.dataset}: {summary.operation}ed {summary.blocks} block(s), "
             f"{summary.objects_transferred} object(s) ({summary.bytes_transferred} bytes) moved, "
             f"{summary.objects_skipped} skipped, in {summary.seconds:.2f} s; head {summary.new_head}"
+            + (f" ({summary.objects_from_peers} object(s) from peers)" if summary.objects_from_peers else "")
             + (" (simple protocol)" if summary.protocol == "simple" else "")
         )
 
 
-def run_transfer(args: argparse.Namespace) -> int:
-    from smart_transfer.client.progress import ProgressBar
+def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallback | None) -> Client:
     from smart_transfer.client.sdk import Client
     from smart_transfer.transfer.limits import Timeouts
 
     if args.parallel < 1:
         raise CliError("--parallel must be at least 1", EXIT_USAGE)
+    return Client(
+        workspace,
+        token=token(args),
+        parallel=args.parallel,
+        progress=bar,
+        limit_rate=args.limit_rate,
+        protocol=args.protocol,
+        fallback=not args.no_fallback,
+        warn=warn,
+        timeouts=Timeouts(args.connect_timeout, args.read_timeout, args.attempts, args.min_rate),
+        answer_timeout=args.answer_timeout,
+        keepalive_interval=args.keepalive_interval,
+        peers=not getattr(args, "no_peers", False),
+    )
+
+
+def run_transfer(args: argparse.Namespace) -> int:
+    from smart_transfer.client.progress import ProgressBar
+
+    if args.command == "pull" and args.follow:
+        return run_follow(args)
     bar = ProgressBar() if not args.json else None
     with open_workspace(args) as workspace:
-        client = Client(
-            workspace,
-            token=token(args),
-            parallel=args.parallel,
-            progress=bar,
-            limit_rate=args.limit_rate,
-            protocol=args.protocol,
-            fallback=not args.no_fallback,
-            warn=warn,
-            timeouts=Timeouts(args.connect_timeout, args.read_timeout, args.attempts, args.min_rate),
-            answer_timeout=args.answer_timeout,
-            keepalive_interval=args.keepalive_interval,
-        )
+        client = _client(args, workspace, bar)
         try:
             if args.command == "pull":
-                summary = run(client.pull(args.url, as_name=args.as_name, force=args.force))
+                pulling = client.pull(args.url, as_name=args.as_name, force=args.force, announce=args.announce)
+                summary = run(pulling)
             else:
                 summary = run(client.push(args.dataset, args.url, force=args.force))
         finally:
             if bar is not None:
                 bar.finish()
     report(summary, args.json)
+    return 0
+
+
+def run_follow(args: argparse.Namespace) -> int:
+    """``pull --follow``: one line per update (the first pull's too) until Ctrl-C, which ends the session
+    cleanly after any increment in flight; a second Ctrl-C stops at once (nothing half-done is kept)."""
+    if args.protocol != "smart":
+        raise CliError("--follow needs the smart protocol (one WebSocket session); drop --protocol simple", EXIT_USAGE)
+    import asyncio  # loaded here, not at start-up (see tests/unit/test_startup.py)
+    import signal
+
+    def update(summary: TransferSummary) -> None:
+        report(summary, args.json)
+        sys.stdout.flush()
+
+    async def follow(client: Client) -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def interrupted() -> None:
+            stop.set()
+            loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C interrupts at once
+
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        pulling = client.follow(args.url, update, stop, as_name=args.as_name, force=args.force, announce=args.announce)
+        return await pulling
+
+    with open_workspace(args) as workspace:
+        updates = asyncio.run(follow(_client(args, workspace, None)))
+    if not args.json:
+        print(f"stopped following after {updates} update(s)", flush=True)
     return 0
 
 
@@ -156,7 +193,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> N
     add_token_option(parser)
     parser.add_argument(
         "--limit-rate",
-        type=_rate,
+        type=rate,
         default=None,
         metavar="RATE",
         help="global bandwidth limit for object transfers, e.g. 500K or 10M (bytes/s; default: unlimited)",
@@ -196,6 +233,22 @@ def register(commands: Commands) -> None:
         help="http(s)://HOST:PORT/DATASET, or the name of a workspace dataset to pull from its remote",
     )
     pull.add_argument("--as", dest="as_name", default=None, help="local dataset name (default: the remote name)")
+    pull.add_argument(
+        "--follow",
+        action="store_true",
+        help="stay in sync: after catching up, keep the session open and pull every new head as it is pushed, "
+        "one line per update, until Ctrl-C (smart protocol only)",
+    )
+    pull.add_argument(
+        "--announce",
+        metavar="PEER_URL",
+        default=None,
+        help="tell the server that `peer serve` at PEER_URL serves this workspace's objects, so other readers of "
+        "the dataset fetch them from there (smart protocol only)",
+    )
+    pull.add_argument(
+        "--no-peers", action="store_true", help="never fetch objects from peers the server lists; storage only"
+    )
     _add_transfer_options(pull, "replace the local history when it diverged from the remote one (same Seed only)")
     pull.set_defaults(handler=run_transfer)
 

@@ -14,9 +14,10 @@ import aiohttp
 from smart_transfer.client.errors import SmartTransferError
 from smart_transfer.client.settings import DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.transport import PullChannel, PushChannel
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile
+from smart_transfer.protocol.messages import ObjectFile
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
-from smart_transfer.transfer.mover import MoveResult, ObjectMover
+from smart_transfer.transfer.limits import LargeObjects
+from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 #: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
@@ -49,6 +50,8 @@ class FlowOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     #: Seconds between the client's keep-alives while objects move.
     keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
+    #: How large objects move (ranged downloads, parts in flight).
+    large: LargeObjects = field(default_factory=LargeObjects)
 
 
 @dataclass
@@ -114,7 +117,16 @@ class Meter:
             )
 
 
-Work = Callable[[aiohttp.ClientSession, ObjectFile, HttpRequest, Meter], Awaitable[int]]
+@dataclass(frozen=True)
+class Wire:
+    """What object transfers run on: one pooled HTTP session, and the transfer slots they share (an
+    object holds one; a large object's extra ranges or parts take more from the same pool)."""
+
+    http: aiohttp.ClientSession
+    slots: asyncio.Semaphore
+
+
+Work = Callable[[Wire, ObjectFile, Transfer, Meter], Awaitable[int]]
 
 
 class KeepAlive:
@@ -179,13 +191,14 @@ async def move_objects(
     meter = beat.meter
     assert meter is not None
     async with make_session(options.parallel, options.timeouts) as http:
+        wire = Wire(http, asyncio.Semaphore(options.parallel))
 
-        async def one(item: ObjectFile, request: HttpRequest) -> int:
-            moved = await work(http, item, request, meter)
+        async def one(item: ObjectFile, transfer: Transfer) -> int:
+            moved = await work(wire, item, transfer, meter)
             meter.add_object()
             return moved
 
         page_size = max(1, min(options.page_size, page_limit))
-        mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size)
+        mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size, slots=wire.slots)
         with beat.interruptible():
             return await mover.move(files)

@@ -9,11 +9,9 @@ import asyncio
 import contextlib
 from dataclasses import replace
 
-import aiohttp
-
 from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
+from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, Work, move_objects
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transport import LocalChain, PullStart, Transport
 from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
@@ -22,8 +20,11 @@ from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolE
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.storage.local import LocalStore
 from smart_transfer.sync.attach import attach, known_blocks
 from smart_transfer.transfer.http import download
+from smart_transfer.transfer.mover import Transfer
+from smart_transfer.transfer.ranges import RangedDownload, download_ranges
 
 
 def local_chain(dataset: DatasetRepository, tip: ChainTip | None) -> LocalChain:
@@ -136,23 +137,7 @@ async def _fetch_objects(
         summary.objects_repaired = len(repairs)
         known = {(r.kind, r.physical_hash) for r in missing}
         missing += [r for r in repairs if (r.kind, r.physical_hash) not in known]
-        store = workspace.local_store
-
-        async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
-            ref = item.ref()
-            verified = await download(
-                http,
-                request,
-                ref.physical_hash,
-                ref.size,
-                store.temp_path(),
-                meter.add_bytes,
-                timeouts=options.timeouts,
-                limiter=options.limiter,
-            )
-            await asyncio.to_thread(store.adopt, dataset.object_key(ref), verified.temp_path)
-            return verified.size
-
+        fetch = _fetcher(workspace.local_store, dataset, options)
         files = [ObjectFile.of(r) for r in missing]
         beat.meter = Meter("pull", files, options.progress)
         summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
@@ -164,6 +149,37 @@ async def _fetch_objects(
     summary.up_to_date = not bundle.blocks
     if new_tip is not None:
         await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, summary.remote, new_tip.head)
+
+
+def _fetcher(store: LocalStore, dataset: DatasetRepository, options: FlowOptions) -> Work:
+    """Downloads into the workspace store: verified, then renamed into place. A large object arrives as
+    parallel ranges in a staging file kept per object, so a killed pull resumes it range by range."""
+
+    async def fetch(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
+        ref = item.ref()
+        if not isinstance(transfer, HttpRequest):
+            raise LocalError(ErrorCode.BAD_MESSAGE, f"{ref.label}: a download needs one URL, not parts")
+        key = dataset.object_key(ref)
+        if ref.size > options.large.range_threshold:
+            job = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))
+            verified = await download_ranges(
+                wire.http, job, options.large, meter.add_bytes, options.timeouts, options.limiter, wire.slots
+            )
+        else:
+            verified = await download(
+                wire.http,
+                transfer,
+                ref.physical_hash,
+                ref.size,
+                store.temp_path(),
+                meter.add_bytes,
+                timeouts=options.timeouts,
+                limiter=options.limiter,
+            )
+        await asyncio.to_thread(store.adopt, key, verified.temp_path)
+        return verified.size
+
+    return fetch
 
 
 def _commit_pulled(

@@ -37,6 +37,7 @@ from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, TransferFailed
+from smart_transfer.transfer.limits import LargeObjects
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 log = logging.getLogger("smart_transfer.client")
@@ -71,10 +72,12 @@ class Client:
         timeouts: Timeouts | None = None,
         answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
         keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        large: LargeObjects | None = None,
     ) -> None:
         """``timeouts`` bound every object transfer (connect, no byte for ``read`` seconds, a total
         by size, attempts); ``answer_timeout`` bounds every wait for the server's answer;
-        ``keepalive_interval`` is how often a session says it is alive while objects move."""
+        ``keepalive_interval`` is how often a session says it is alive while objects move; ``large``:
+        how large objects move (ranged downloads above a threshold, ranges or parts in flight)."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
         if parallel < 1 or page_size < 1:
@@ -95,6 +98,7 @@ class Client:
             progress=progress,
             timeouts=(timeouts or Timeouts()).limited(limit_rate, parallel),
             keepalive_interval=keepalive_interval,
+            large=large or LargeObjects(),
         )
 
     async def pull(self, url: str, as_name: str | None = None, force: bool = False) -> TransferSummary:

@@ -89,7 +89,7 @@ def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> Tr
     return TransferFailed(name, f"storage unreachable: {exc or type(exc).__name__}", network=True)
 
 
-async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
+async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
     delay = RETRY_BASE_DELAY
     for number in range(1, timeouts.attempts + 1):
         try:
@@ -126,7 +126,7 @@ def _already_held(request: HttpRequest, status: int, answer: bytes) -> bool:
         return False
 
 
-def _check_status(name: str, status: int, body: bytes) -> None:
+def check_status(name: str, status: int, body: bytes) -> None:
     typed = _typed_error(body)
     if typed is not None and typed[0] not in RETRYABLE:
         raise TransferRefused(name, *typed)
@@ -158,7 +158,7 @@ async def download(
         size = 0
         async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
             if response.status != 200:
-                _check_status(name, response.status, await response.read())
+                check_status(name, response.status, await response.read())
             with open(temp_path, "wb") as out:
                 async for chunk in response.content.iter_chunked(CHUNK_BYTES):
                     if limiter is not None:
@@ -176,7 +176,7 @@ async def download(
         return size
 
     try:
-        size = await _with_retries(name, attempt, timeouts, expected_size)
+        size = await with_retries(name, attempt, timeouts, expected_size)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
@@ -212,10 +212,10 @@ async def upload(
             async with session.put(request.url, data=body, headers=headers, timeout=bounds) as response:
                 answer = await response.read()
                 if response.status not in (200, 202):
-                    _check_status(name, response.status, answer)
+                    check_status(name, response.status, answer)
         if _already_held(request, response.status, answer):
             return 0  # the server had it and answered before the body was sent (Expect: 100-continue)
         on_bytes(size)
         return size
 
-    return await _with_retries(name, attempt, timeouts, size)
+    return await with_retries(name, attempt, timeouts, size)

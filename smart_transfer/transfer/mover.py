@@ -1,6 +1,8 @@
 """Moves a list of objects through presigned URLs: negotiates pages over the session (the next page
 while the current one moves), runs transfers in parallel, and re-requests URLs that are about to
-expire (or that the store refused as expired) in batches, so slow transfers still finish."""
+expire (or that the store refused as expired) in batches, so slow transfers still finish. An object
+moves with one request, or in parts (a multipart upload: a URL per part); a page names at most
+MAX_PARTS parts in all, so that one answer's URLs stay small."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile
+from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, ObjectFile
+from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.transfer.http import TransferFailed, UrlExpired
 
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
@@ -26,13 +29,30 @@ def _key(item: ObjectFile) -> ObjectKey:
     return (item.kind, item.physical_hash)
 
 
-Negotiate = Callable[[Sequence[ObjectFile]], Awaitable[list[tuple[ObjectFile, HttpRequest | None]]]]
-Work = Callable[[ObjectFile, HttpRequest], Awaitable[int]]
+#: How one object moves: one request, or a multipart upload (a request per part).
+Transfer = HttpRequest | MultipartUpload
+Negotiate = Callable[[Sequence[ObjectFile]], Awaitable[list[tuple[ObjectFile, Transfer | None]]]]
+Work = Callable[[ObjectFile, Transfer], Awaitable[int]]
+
+
+def pages(objects: Sequence[ObjectFile], page_size: int) -> list[Sequence[ObjectFile]]:
+    """``objects`` cut into pages of at most ``page_size`` objects and MAX_PARTS parts in all."""
+    cut: list[Sequence[ObjectFile]] = []
+    start, parts = 0, 0
+    for index, item in enumerate(objects):
+        weight = len(item.part_md5s or ())
+        if index > start and (index - start >= page_size or parts + weight > MAX_PARTS):
+            cut.append(objects[start:index])
+            start, parts = index, 0
+        parts += weight
+    if start < len(objects):
+        cut.append(objects[start:])
+    return cut
 
 
 @dataclass
 class _Url:
-    request: HttpRequest
+    request: Transfer
     received_at: float
 
     def stale(self, now: float) -> bool:
@@ -55,17 +75,28 @@ class MoveResult:
 class ObjectMover:
     """Moves objects with ``work`` using URLs from ``negotiate`` (None from negotiate: skip)."""
 
-    def __init__(self, negotiate: Negotiate, work: Work, *, parallel: int, page_size: int) -> None:
+    def __init__(
+        self,
+        negotiate: Negotiate,
+        work: Work,
+        *,
+        parallel: int,
+        page_size: int,
+        slots: asyncio.Semaphore | None = None,
+    ) -> None:
+        """``slots``: the transfer slots objects take (``parallel`` of them unless given: large
+        objects' extra ranges or parts take slots from the same pool, see ``pieces.py``)."""
         self.negotiate = negotiate
         self.work = work
         self.parallel = max(1, parallel)
         self.page_size = max(1, page_size)
+        self.slots = slots or asyncio.Semaphore(self.parallel)
         self.result = MoveResult()
         self._urls: dict[ObjectKey, _Url] = {}
         self._pending: dict[ObjectKey, ObjectFile] = {}
         self._refresh_lock = asyncio.Lock()
 
-    async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, HttpRequest | None]]:
+    async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, Transfer | None]]:
         answers = await self.negotiate(page)
         now = time.time()
         for item, request in answers:
@@ -73,7 +104,7 @@ class ObjectMover:
                 self._urls[_key(item)] = _Url(request, now)
         return answers
 
-    async def _refresh(self, item: ObjectFile, force: bool) -> HttpRequest:
+    async def _refresh(self, item: ObjectFile, force: bool) -> Transfer:
         async with self._refresh_lock:
             current = self._urls[_key(item)]
             now = time.time()
@@ -82,8 +113,8 @@ class ObjectMover:
             batch = [item] + [
                 other for key, other in self._pending.items() if key != _key(item) and self._urls[key].stale(now + 1.0)
             ]
-            for start in range(0, len(batch), self.page_size):
-                answers = await self._ask(batch[start : start + self.page_size])
+            for page in pages(batch, self.page_size):
+                answers = await self._ask(page)
                 self.result.refreshed_urls += sum(1 for _, r in answers if r is not None)
             return self._urls[_key(item)].request
 
@@ -107,19 +138,19 @@ class ObjectMover:
 
     async def move(self, objects: Sequence[ObjectFile]) -> MoveResult:
         """Move every object; raises the first TransferFailed after the others have stopped."""
-        pages = [objects[i : i + self.page_size] for i in range(len(objects))[:: self.page_size]]
-        semaphore = asyncio.Semaphore(self.parallel)
-        next_answer: asyncio.Task[list[tuple[ObjectFile, HttpRequest | None]]] | None = None
-        for index, page in enumerate(pages):
+        cut = pages(objects, self.page_size)
+        semaphore = self.slots
+        next_answer: asyncio.Task[list[tuple[ObjectFile, Transfer | None]]] | None = None
+        for index, page in enumerate(cut):
             answers = await (next_answer if next_answer is not None else self._ask(page))
             next_answer = None
             work = [item for item, request in answers if request is not None]
             self.result.skipped += len(answers) - len(work)
             for item in work:
                 self._pending[_key(item)] = item
-            if index + 1 < len(pages):
+            if index + 1 < len(cut):
                 # negotiate the next page while this one moves
-                next_answer = asyncio.create_task(self._ask(pages[index + 1]))
+                next_answer = asyncio.create_task(self._ask(cut[index + 1]))
             tasks = [asyncio.create_task(self._one(item, semaphore)) for item in work]
             try:
                 await asyncio.gather(*tasks)

@@ -102,10 +102,10 @@ def report(summary: TransferSummary, as_json: bool) -> None:
 def run_transfer(args: argparse.Namespace) -> int:
     from smart_transfer.client.progress import ProgressBar
     from smart_transfer.client.sdk import Client
-    from smart_transfer.transfer.limits import Timeouts
+    from smart_transfer.transfer.limits import LargeObjects, Timeouts
 
-    if args.parallel < 1:
-        raise CliError("--parallel must be at least 1", EXIT_USAGE)
+    if args.parallel < 1 or args.parallel_parts < 1:
+        raise CliError("--parallel and --parallel-parts must be at least 1", EXIT_USAGE)
     bar = ProgressBar() if not args.json else None
     with open_workspace(args) as workspace:
         client = Client(
@@ -120,6 +120,7 @@ def run_transfer(args: argparse.Namespace) -> int:
             timeouts=Timeouts(args.connect_timeout, args.read_timeout, args.attempts, args.min_rate),
             answer_timeout=args.answer_timeout,
             keepalive_interval=args.keepalive_interval,
+            large=LargeObjects(args.range_threshold, args.range_size, args.parallel_parts),
         )
         try:
             if args.command == "pull":
@@ -152,6 +153,23 @@ def run_verify(args: argparse.Namespace) -> int:
 def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
     parser.add_argument("--force", action="store_true", help=force_help)
     parser.add_argument("--parallel", type=int, default=limits.DEFAULT_PARALLEL, help="concurrent object transfers")
+    large = parser.add_argument_group("large objects")
+    large.add_argument(
+        "--parallel-parts",
+        type=int,
+        default=limits.DEFAULT_PARALLEL_PARTS,
+        help="ranges (pull) or parts (push) of one large object in flight at once, within --parallel",
+    )
+    large.add_argument(
+        "--range-threshold",
+        type=_rate,
+        default=limits.DEFAULT_RANGE_THRESHOLD,
+        metavar="SIZE",
+        help="pull objects larger than this as parallel ranged GETs, resumable range by range (e.g. 64M)",
+    )
+    large.add_argument(
+        "--range-size", type=_rate, default=limits.DEFAULT_RANGE_SIZE, metavar="SIZE", help="size of those ranges"
+    )
     add_token_option(parser)
     parser.add_argument(
         "--limit-rate",

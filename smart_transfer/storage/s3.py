@@ -436,10 +436,14 @@ class S3Store(ObjectStore):
 
     def complete_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> ObjectInfo:
         listed = {"Parts": [{"PartNumber": number, "ETag": f'"{etag}"'} for number, etag in parts]}
-        with self._upload_errors(key, upload_id):
-            self._client.complete_multipart_upload(
-                Bucket=self.bucket, Key=self._full(key), UploadId=upload_id, MultipartUpload=listed
-            )
+        try:
+            with self._upload_errors(key, upload_id):
+                self._client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=self._full(key), UploadId=upload_id, MultipartUpload=listed
+                )
+        except StorageUnavailable:
+            self.list_parts(key, upload_id)  # Ceph answers 500, not NoSuchUpload, for an aborted upload
+            raise
         info = self.head(key)
         if info is None:
             raise StorageUnavailable(f"S3 completed {key} but does not show it")

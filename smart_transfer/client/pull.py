@@ -177,7 +177,7 @@ def _fetcher(store: LocalStore, dataset: DatasetRepository, options: FlowOptions
                 limiter=options.limiter,
             )
         await asyncio.to_thread(store.adopt, key, verified.temp_path)
-        return verified.size
+        return verified.moved
 
     return fetch
 

@@ -44,10 +44,12 @@ UPLOAD_CHUNK_BYTES = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    """A download that matched: where it was written and how many bytes."""
+    """A download that matched: where it was written, its size, and how many bytes this call moved
+    (fewer when a resumed download reused what an earlier run fetched)."""
 
     temp_path: Path
     size: int
+    moved: int
 
 
 def request_timeout(timeouts: Timeouts, size: int) -> aiohttp.ClientTimeout:
@@ -180,7 +182,7 @@ async def download(
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
-    return Verified(temp_path, size)
+    return Verified(temp_path, size, size)
 
 
 async def upload(

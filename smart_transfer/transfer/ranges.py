@@ -187,8 +187,9 @@ async def _download_once(
     timeouts: Timeouts,
     limiter: RateLimiter | None,
     slots: asyncio.Semaphore | None,
-) -> tuple[Multihash, bool]:
-    """Fetch the missing ranges; (the file's hash, whether ranges of an earlier run were reused)."""
+) -> tuple[Multihash, int, bool]:
+    """Fetch the missing ranges; (the file's hash, the bytes fetched, whether ranges of an earlier run
+    were reused)."""
     ranges = layout(job.size, large.range_size)
     journal, fd = await asyncio.to_thread(_open_staging, job, f"{job.expected_hash} {job.size} {large.range_size}")
     resumed = bool(journal.done)
@@ -205,7 +206,7 @@ async def _download_once(
     try:
         missing = [part for part in ranges if part.number not in journal.done]
         await run_pieces(missing, fetch, large.parallel_parts, slots)
-        return await hashing, resumed
+        return await hashing, sum(part.length for part in missing), resumed
     finally:
         hashing.cancel()
         with contextlib.suppress(asyncio.CancelledError, TransferFailed):
@@ -226,12 +227,13 @@ async def download_ranges(
     """Download ``job`` in ranges (see the module docstring); raises TransferFailed or UrlExpired and
     keeps what arrived for the next attempt, except a download whose hash does not match."""
     timeouts = timeouts or Timeouts()
-    digest, resumed = await _download_once(http, job, large, on_bytes, timeouts, limiter, slots)
+    digest, moved, resumed = await _download_once(http, job, large, on_bytes, timeouts, limiter, slots)
     if digest != job.expected_hash and resumed:
         await asyncio.to_thread(discard, job)  # a damaged leftover of an earlier run: once more, from nothing
-        digest, resumed = await _download_once(http, job, large, on_bytes, timeouts, limiter, slots)
+        digest, again, resumed = await _download_once(http, job, large, on_bytes, timeouts, limiter, slots)
+        moved += again
     if digest != job.expected_hash:
         await asyncio.to_thread(discard, job)
         raise TransferFailed(job.name, "content does not match its hash (corrupted in storage?)")
     job.journal.unlink(missing_ok=True)
-    return Verified(job.staging, job.size)
+    return Verified(job.staging, job.size, moved)

@@ -24,8 +24,8 @@ from smart_transfer.storage import (
     PresignedRequest,
 )
 from smart_transfer.storage.digest import md5_base64, multipart_etag
-from smart_transfer.storage.parts import MIB
 from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.parts import MIB
 from smart_transfer.storage.s3 import S3Store
 from tests.conftest import S3Env, ServerProcess
 

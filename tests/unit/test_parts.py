@@ -4,6 +4,7 @@ the parts' MD5s, and pages that keep one answer's part URLs bounded."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def test_parts_cover_the_object_within_s3s_limits(size: int, preferred: int) -> 
     parts = layout(size, part_size)
     assert [p.number for p in parts] == list(range(1, len(parts) + 1))
     assert parts[0].offset == 0 and parts[-1].offset + parts[-1].length == size
-    assert all(a.offset + a.length == b.offset for a, b in zip(parts, parts[1:], strict=False))
+    assert all(a.offset + a.length == b.offset for a, b in itertools.pairwise(parts))
     assert all(p.length == part_size for p in parts[:-1]) and 0 < parts[-1].length <= part_size
     assert len(parts) <= MAX_PARTS and part_size <= MAX_PART_BYTES
     assert part_size == preferred or part_size % MIB == 0

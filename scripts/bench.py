@@ -179,7 +179,9 @@ class Bench:
         if tool == "rclone":
             remote = lambda url: url.replace("s3://", "bench:") if url.startswith("s3://") else url  # noqa: E731
             flags = ["--transfers", str(PARALLEL), "--checkers", str(PARALLEL)]
-            return timed(["rclone", "copy", remote(source), remote(target), *flags], self.env)[0]
+            # rclone would try to load $AWS_CA_BUNDLE even for a plain-HTTP endpoint, and fail
+            env = {k: v for k, v in self.env.items() if k != "AWS_CA_BUNDLE"}
+            return timed(["rclone", "copy", remote(source), remote(target), *flags], env)[0]
         command = [AWS, "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", self.endpoint]
         return timed([*command, source, target], self.env)[0]
 

@@ -176,7 +176,8 @@ def _fetcher(store: LocalStore, dataset: DatasetRepository, options: FlowOptions
                 timeouts=options.timeouts,
                 limiter=options.limiter,
             )
-        await asyncio.to_thread(store.adopt, key, verified.temp_path)
+        # verified: renamed into place (no MD5 of it is computed: a push hashes what it sends)
+        await asyncio.to_thread(store.move_into_place, key, verified.temp_path)
         return verified.moved
 
     return fetch

@@ -120,12 +120,21 @@ class LocalStore(ObjectStore):
         staging.mkdir(exist_ok=True)
         return staging / hashlib.sha256(check_key(key).encode()).hexdigest()
 
-    def adopt(self, key: str, temp: Path, etag: str | None = None) -> ObjectInfo:
-        """Move a finished temporary file (from :meth:`temp_path`) into place under ``key``."""
+    def move_into_place(self, key: str, temp: Path) -> Path:
+        """Rename a finished temporary file (from :meth:`temp_path` or :meth:`staging_path`) to ``key``'s
+        file, atomically for readers; its ETag is computed only when someone asks for it."""
         dest = self.path_of(key)
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(temp, dest)
+        except OSError as exc:
+            raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
+        return dest
+
+    def adopt(self, key: str, temp: Path, etag: str | None = None) -> ObjectInfo:
+        """Move a finished temporary file (from :meth:`temp_path`) into place under ``key``."""
+        dest = self.move_into_place(key, temp)
+        try:
             stat = dest.stat()
         except OSError as exc:
             raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None

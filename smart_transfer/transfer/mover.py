@@ -18,7 +18,9 @@ from smart_transfer.transfer.http import TransferFailed, UrlExpired
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
 REFRESH_SHARE = 0.25
 MAX_REFRESH_MARGIN = 30.0
-#: How often one object may be given a fresh URL before the transfer gives up.
+#: How often in a row one object may be given fresh URLs that the store refuses before anything more
+#: of it moved, before the transfer gives up (a large object that progresses between refusals, part
+#: by part or range by range, starts the count again).
 MAX_REFRESHES_PER_OBJECT = 5
 
 ObjectKey = tuple[str, str]
@@ -123,7 +125,8 @@ class ObjectMover:
             key = _key(item)
             self._pending.pop(key, None)
             request = self._urls[key].request
-            for _ in range(MAX_REFRESHES_PER_OBJECT):
+            refusals = 0
+            while True:
                 if self._urls[key].stale(time.time()):
                     request = await self._refresh(item, force=False)
                 try:
@@ -132,9 +135,12 @@ class ObjectMover:
                     self.result.bytes += moved
                     self.result.transferred += 1
                     return
-                except UrlExpired:
+                except UrlExpired as refused:
+                    self.result.bytes += refused.moved
+                    refusals = 0 if refused.moved else refusals + 1
+                    if refusals >= MAX_REFRESHES_PER_OBJECT:
+                        raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs") from None
                     request = await self._refresh(item, force=True)
-            raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs")
 
     async def move(self, objects: Sequence[ObjectFile]) -> MoveResult:
         """Move every object; raises the first TransferFailed after the others have stopped."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import aiohttp
 
 from smart_transfer.protocol.messages import MultipartUpload, UploadPart
+from smart_transfer.transfer.errors import UrlExpired
 from smart_transfer.transfer.http import CHUNK_BYTES, check_status, request_timeout, with_retries
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.pieces import run_pieces
@@ -72,5 +73,8 @@ async def upload_parts(
         sent += length
         on_bytes(length)
 
-    await run_pieces(upload.parts, send, parallel, slots)
+    try:
+        await run_pieces(upload.parts, send, parallel, slots)
+    except UrlExpired:
+        raise UrlExpired(name, sent) from None  # the parts that went need no fresh URL
     return sent

@@ -24,7 +24,7 @@ from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.storage.parts import Part, layout
-from smart_transfer.transfer.errors import TransferFailed
+from smart_transfer.transfer.errors import TransferFailed, UrlExpired
 from smart_transfer.transfer.http import CHUNK_BYTES, Verified, check_status, request_timeout, with_retries
 from smart_transfer.transfer.limits import LargeObjects, Timeouts
 from smart_transfer.transfer.pieces import run_pieces
@@ -198,15 +198,22 @@ async def _download_once(
         hasher.ready(number)
     hashing = asyncio.create_task(hasher.digest())
 
+    fetched = 0
+
     async def fetch(part: Part) -> None:
+        nonlocal fetched
         await _fetch_range(http, job, fd, part, on_bytes, timeouts, limiter)
         journal.mark(part.number)
         hasher.ready(part.number)
+        fetched += part.length
 
     try:
         missing = [part for part in ranges if part.number not in journal.done]
-        await run_pieces(missing, fetch, large.parallel_parts, slots)
-        return await hashing, sum(part.length for part in missing), resumed
+        try:
+            await run_pieces(missing, fetch, large.parallel_parts, slots)
+        except UrlExpired:
+            raise UrlExpired(job.name, fetched) from None  # the ranges that arrived are kept
+        return await hashing, fetched, resumed
     finally:
         hashing.cancel()
         with contextlib.suppress(asyncio.CancelledError, TransferFailed):

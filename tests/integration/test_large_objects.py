@@ -264,3 +264,24 @@ def test_large_object_settings_are_checked(tmp_path: Path) -> None:
     result = run_cli("serve", "--port", "0", "--root", str(tmp_path / "s"), "--multipart-threshold", "6G")
     assert result.returncode == 2 and "multipart threshold must be" in result.stderr
     assert LargeObjects().range_threshold == 64 * MIB
+
+
+def test_part_and_range_urls_are_refreshed_during_slow_transfers(
+    request: pytest.FixtureRequest, server_factory: object, dataset_name: str, tmp_path: Path
+) -> None:
+    """URLs live 2 s; a large object takes ~8 s each way: the parts and ranges still missing get fresh
+    URLs (as often as the object keeps progressing), and nothing is sent twice."""
+    for backend in ("local", "s3"):
+        s3 = request.getfixturevalue("s3_env") if backend == "s3" else None
+        slow_server = server_factory("--url-ttl", "2", *SERVER_PARTS, *backend_args(backend, s3))  # type: ignore[operator]
+        url = f"{slow_server.url}/{dataset_name}"
+        a, b = tmp_path / f"{backend}-a", tmp_path / f"{backend}-b"
+        source = _large_file(tmp_path / f"{backend}-in", 3 * PART + 1000)
+        run_cli("add", dataset_name, str(source), workspace=a)
+        slow = ["--limit-rate", "2M", "--parallel-parts", "1", "--json"]
+        pushed = summary(run_cli("push", dataset_name, url, *slow, workspace=a))
+        pulled = summary(run_cli("pull", url, *slow, *RANGES, workspace=b))
+        for moved in (pushed, pulled):
+            assert moved["bytes_transferred"] == source.stat().st_size
+            assert moved["urls_refreshed"] > 0 and moved["seconds"] > 4
+        assert (b / "store" / _object_key(dataset_name, source)).read_bytes() == source.read_bytes()

@@ -200,24 +200,29 @@ def test_gc_aborts_abandoned_uploads(
     assert f"{upload.key} ({upload.upload_id})" in done["aborted_uploads"]  # type: ignore[operator]
     assert list(store.list_multipart(f"{dataset_name}/")) == []
     # the push starts over, and completes
-    assert (
-        summary(run_cli("push", dataset_name, f"{server.url}/{dataset_name}", "--json", workspace=a))[
-            "bytes_transferred"
-        ]
-        == SIZE
-    )
+    again = summary(run_cli("push", dataset_name, f"{server.url}/{dataset_name}", "--json", workspace=a))
+    assert again["bytes_transferred"] == SIZE
+
+
+def _pushed(server: ServerProcess, name: str, tmp_path: Path) -> tuple[Path, str]:
+    """A large object pushed to ``name``: its source file and the dataset's URL."""
+    source = _large_file(tmp_path / "in")
+    run_cli("add", name, str(source), workspace=tmp_path / "a")
+    url = f"{server.url}/{name}"
+    summary(run_cli("push", name, url, "--json", workspace=tmp_path / "a"))
+    return source, url
+
+
+def _slow_pull(url: str) -> list[str]:
+    return ["pull", url, *RANGES, "--limit-rate", "4M", "--parallel-parts", "2"]
 
 
 def test_a_pull_killed_mid_object_resumes_range_by_range(
     server: ServerProcess, dataset_name: str, tmp_path: Path
 ) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    source = _large_file(tmp_path / "in")
-    run_cli("add", dataset_name, str(source), workspace=a)
-    url = f"{server.url}/{dataset_name}"
-    summary(run_cli("push", dataset_name, url, "--json", workspace=a))
-    slow = ["pull", url, *RANGES, "--limit-rate", "4M", "--parallel-parts", "2"]
-    assert kill_when(slow, b, lambda: len(_ranges_done(b)) >= 3) == -signal.SIGKILL
+    b = tmp_path / "b"
+    source, url = _pushed(server, dataset_name, tmp_path)
+    assert kill_when(_slow_pull(url), b, lambda: len(_ranges_done(b)) >= 3) == -signal.SIGKILL
     done = _ranges_done(b)
     assert log_of(b, dataset_name) is None  # nothing visible
     resumed = summary(run_cli("pull", url, "--json", *RANGES, workspace=b))
@@ -229,15 +234,11 @@ def test_a_pull_killed_mid_object_resumes_range_by_range(
 def test_corrupt_ranges_are_detected(
     server: ServerProcess, store: ObjectStore, dataset_name: str, tmp_path: Path
 ) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    source = _large_file(tmp_path / "in")
-    run_cli("add", dataset_name, str(source), workspace=a)
-    url = f"{server.url}/{dataset_name}"
-    summary(run_cli("push", dataset_name, url, "--json", workspace=a))
+    b = tmp_path / "b"
+    source, url = _pushed(server, dataset_name, tmp_path)
     # a range an earlier, killed run left behind is damaged (a crash, a bad disk): the hash catches it and
     # the download starts over once, from nothing
-    slow = ["pull", url, *RANGES, "--limit-rate", "4M", "--parallel-parts", "2"]
-    kill_when(slow, b, lambda: len(_ranges_done(b)) >= 2)
+    kill_when(_slow_pull(url), b, lambda: len(_ranges_done(b)) >= 2)
     done = _ranges_done(b)
     (staging,) = [p for p in _staging(b) if not p.name.endswith(".ranges")]
     with open(staging, "r+b") as damaged:

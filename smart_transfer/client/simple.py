@@ -17,7 +17,16 @@ from pydantic import BaseModel, ValidationError
 from smart_transfer.client.errors import LocalError, RemoteError, from_protocol
 from smart_transfer.client.remote import RemoteDataset, redact
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
-from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
+from smart_transfer.client.transport import (
+    LocalChain,
+    PullChannel,
+    PullStart,
+    PushChannel,
+    PushStart,
+    Transport,
+    UploadTerms,
+    Urls,
+)
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.walk import walk_chain_async
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details
@@ -26,6 +35,7 @@ from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
+from smart_transfer.transfer.mover import Transfer
 
 #: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
 SIMPLE_PAGE_SIZE = 1000
@@ -197,15 +207,16 @@ class SimplePush(PushChannel):
             common = (await self.rest.walk(self.current, local))[1] if force else None
         return PushStart(self.current, common)
 
-    async def send_blocks(self, bundle: Bundle) -> int:
+    async def send_blocks(self, bundle: Bundle) -> UploadTerms:
         async def put(item: NewBlock) -> None:
             await self.rest.call("PUT", f"{self.rest.remote.url}/blocks/{item.hash}", (200, 201), data=item.data)
 
         await in_parallel(bundle.blocks, put, self.parallel)
-        return SIMPLE_PAGE_SIZE
+        # every object streams through the server in one request (which stores a large one in parts)
+        return UploadTerms(SIMPLE_PAGE_SIZE)
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
-        answers: dict[tuple[str, str], HttpRequest | None] = {}
+        answers: dict[tuple[str, str], Transfer | None] = {}
 
         async def ask(item: ObjectFile) -> None:
             exists = await self.rest.object_exists(item)

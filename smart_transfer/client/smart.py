@@ -11,7 +11,16 @@ from smart_transfer.client.errors import LocalError, SmartTransferError, from_pr
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.session import ClientSession
 from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
-from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, PushChannel, PushStart, Transport, Urls
+from smart_transfer.client.transport import (
+    LocalChain,
+    PullChannel,
+    PullStart,
+    PushChannel,
+    PushStart,
+    Transport,
+    UploadTerms,
+    Urls,
+)
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
@@ -33,12 +42,21 @@ from smart_transfer.protocol.messages import (
     DatasetPushRequestAccepted,
     HttpUpload,
     MetadataTarball,
+    MultipartUpload,
     ObjectFile,
+    SkipUpload,
     TransferPlan,
 )
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
 from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT
+from smart_transfer.transfer.mover import Transfer
+
+
+def _how(transfer: SkipUpload | HttpUpload | MultipartUpload) -> Transfer | None:
+    if isinstance(transfer, HttpUpload):
+        return transfer.request
+    return transfer if isinstance(transfer, MultipartUpload) else None
 
 
 def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> None:
@@ -131,18 +149,15 @@ class SmartPush(PushChannel):
         common = Multihash.parse(accepted.common_block) if accepted.common_block else None
         return PushStart(current, common)
 
-    async def send_blocks(self, bundle: Bundle) -> int:
+    async def send_blocks(self, bundle: Bundle) -> UploadTerms:
         answer = await self.session.request(MetadataTarball(bundle.tarball()), DatasetPushMetadataAccepted)
-        return answer.max_objects_per_page
+        return UploadTerms(answer.max_objects_per_page, answer.multipart_threshold, answer.part_size)
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         request = DatasetPushObjectsTransferRequest(object_files=list(page))
         answer = await self.session.request(request, DatasetPushObjectsTransferResponse)
         _same_objects(page, [t.object_file for t in answer.object_transfers])
-        return [
-            (t.object_file, t.transfer.request if isinstance(t.transfer, HttpUpload) else None)
-            for t in answer.object_transfers
-        ]
+        return [(t.object_file, _how(t.transfer)) for t in answer.object_transfers]
 
     async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
         await self.session.keep_alive(objects_done, bytes_done)

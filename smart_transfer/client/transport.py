@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.model import ChainTip, Multihash
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile, PeerSource, TransferPlan
+from smart_transfer.protocol.messages import ObjectFile, PeerSource, TransferPlan
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.transfer.limits import Timeouts
+from smart_transfer.transfer.mover import Transfer
 
-#: Per object of a page: the request that moves it, or None when nothing needs to move (skip).
-Urls = list[tuple[ObjectFile, HttpRequest | None]]
+#: Per object of a page: how it moves (one request, or a multipart upload), or None when nothing
+#: needs to move (skip).
+Urls = list[tuple[ObjectFile, Transfer | None]]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,17 @@ class PullStart:
     bundle: Bundle
     page_limit: int
     peers: list[PeerSource] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class UploadTerms:
+    """What the remote takes once it accepted the blocks: the most objects one URL request may name,
+    and which objects go in parts (larger than ``multipart_threshold``, cut at ``part_size``; None:
+    every object in one request)."""
+
+    page_limit: int
+    multipart_threshold: int | None = None
+    part_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,8 +100,8 @@ class PushChannel(ABC):
         """Check the remote head is ``expected`` (unless forced) and learn the last common block."""
 
     @abstractmethod
-    async def send_blocks(self, bundle: Bundle) -> int:
-        """Send the new blocks (and manifests); returns the most objects one URL request may name."""
+    async def send_blocks(self, bundle: Bundle) -> UploadTerms:
+        """Send the new blocks (and manifests); returns how the remote takes the objects."""
 
     @abstractmethod
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:

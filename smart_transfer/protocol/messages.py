@@ -12,6 +12,7 @@ from smart_transfer.model import InvalidMultihash, Multihash, ObjectKind, Object
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol import MAX_PEERS
 from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.storage.parts import MAX_PARTS
 
 MAX_ERROR_TEXT = 2000
 #: Most blocks a request may name as known to the client (its chain, sampled back from its head).
@@ -75,6 +76,9 @@ class PeerSource(Message):
     head: HashText
 
 
+Md5Text = Annotated[str, Field(pattern=r"^[A-Za-z0-9+/]{22}==$", description="an MD5 digest, base64 (Content-MD5)")]
+
+
 class TransferPlan(Message):
     """What an operation will move."""
 
@@ -84,19 +88,25 @@ class TransferPlan(Message):
 
 
 class ObjectFile(Message):
-    """One object: its kind (folder), content hash and size; ``md5`` (base64) for uploads."""
+    """One object: its kind (folder), content hash and size. For uploads, ``md5`` (base64) of the
+    whole object, or, for an object larger than the server's ``multipart_threshold``, ``part_md5s``:
+    the MD5 of each of its parts, in order (the parts the ``part_size`` of DatasetPushMetadataAccepted
+    makes, see MultipartUpload)."""
 
     kind: Literal["data", "checkpoints"]
     physical_hash: HashText
     size: int = Field(ge=0)
-    md5: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{22}==$")
+    md5: Md5Text | None = None
+    part_md5s: list[Md5Text] | None = Field(default=None, min_length=1, max_length=MAX_PARTS)
 
     _valid_hash = field_validator("physical_hash")(_check_hash)
 
     @classmethod
-    def of(cls, ref: ObjectRef, md5: str | None = None) -> ObjectFile:
+    def of(cls, ref: ObjectRef, md5: str | None = None, part_md5s: list[str] | None = None) -> ObjectFile:
         """The message form of an object reference."""
-        return cls(kind=ref.kind.value, physical_hash=str(ref.physical_hash), size=ref.size, md5=md5)
+        return cls(
+            kind=ref.kind.value, physical_hash=str(ref.physical_hash), size=ref.size, md5=md5, part_md5s=part_md5s
+        )
 
     def ref(self) -> ObjectRef:
         """The object reference this names (the hash was validated when the message was built)."""
@@ -104,7 +114,8 @@ class ObjectFile(Message):
 
 
 class HttpRequest(Message):
-    """A presigned request: make it exactly as given (method, URL, headers) before ``expires_at``."""
+    """A presigned request: make it exactly as given (method, URL, headers) before ``expires_at``. A GET
+    may add a ``Range`` header: large objects are downloaded as parallel ranges of the same URL."""
 
     method: Literal["GET", "PUT"]
     url: str
@@ -245,16 +256,22 @@ class DatasetPushRequestAccepted(Message):
 
 
 class DatasetPushMetadataAccepted(Message):
-    """Server: the blocks are valid on top of the current head; negotiate the objects next."""
+    """Server: the blocks are valid on top of the current head; negotiate the objects next. Objects
+    larger than ``multipart_threshold`` are uploaded in parts of ``part_size`` bytes (the last one
+    shorter), grown to the smallest whole MiB that keeps an object within 1024 parts: name each
+    part's MD5 in ``part_md5s``. One transfer request names at most 1024 parts in all."""
 
     type: Literal["DatasetPushMetadataAccepted"] = "DatasetPushMetadataAccepted"
     num_blocks: int = Field(ge=0)
     num_objects: int = Field(ge=0)
     max_objects_per_page: int = Field(ge=1, description="most objects one transfer request may name")
+    multipart_threshold: int = Field(ge=1, description="objects larger than this many bytes are uploaded in parts")
+    part_size: int = Field(ge=1, description="the size of those parts, before growing for very large objects")
 
 
 class DatasetPushObjectsTransferRequest(Message):
-    """Client: how do I deliver these objects (one page)? Each carries its MD5 for the URL."""
+    """Client: how do I deliver these objects (one page)? Each carries its MD5 (or its parts' MD5s) for
+    the URLs."""
 
     type: Literal["DatasetPushObjectsTransferRequest"] = "DatasetPushObjectsTransferRequest"
     object_files: list[ObjectFile] = Field(min_length=1)
@@ -273,13 +290,39 @@ class HttpUpload(Message):
     request: HttpRequest
 
 
+class UploadPart(Message):
+    """One part to upload: PUT bytes ``[(part_number - 1) * part_size, part_number * part_size)`` of the
+    object with this presigned request (the part's Content-MD5 is bound into it)."""
+
+    part_number: int = Field(ge=1, le=MAX_PARTS)
+    request: HttpRequest
+
+
+class MultipartUpload(Message):
+    """Upload this object in parts: PUT each part of ``parts`` (in parallel, any order). Parts the
+    store already holds with the promised MD5 (from an interrupted earlier push) are not listed: a
+    resumed push sends only the rest. Asked again, the server lists the parts still missing with
+    fresh URLs. The server assembles the parts when the push completes and checks the result (the
+    ETag the parts' MD5s make, and the size) before it moves head."""
+
+    type: Literal["MultipartUpload"] = "MultipartUpload"
+    upload_id: str = Field(min_length=1, max_length=1024)
+    part_size: int = Field(ge=1)
+    parts: list[UploadPart] = Field(max_length=MAX_PARTS)
+
+    @property
+    def expires_at(self) -> int:
+        """When the first of its URLs expires (0: none left to use)."""
+        return min((part.request.expires_at for part in self.parts), default=0)
+
+
 class PushObjectTransfer(Message):
     object_file: ObjectFile
-    transfer: Annotated[SkipUpload | HttpUpload, Field(discriminator="type")]
+    transfer: Annotated[SkipUpload | HttpUpload | MultipartUpload, Field(discriminator="type")]
 
 
 class DatasetPushObjectsTransferResponse(Message):
-    """Server: per requested object, SkipUpload or HttpUpload, in request order."""
+    """Server: per requested object, SkipUpload, HttpUpload or MultipartUpload, in request order."""
 
     type: Literal["DatasetPushObjectsTransferResponse"] = "DatasetPushObjectsTransferResponse"
     object_transfers: list[PushObjectTransfer]

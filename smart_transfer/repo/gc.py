@@ -1,6 +1,8 @@
 """Orphan clean-up (seed 003): delete blocks that are not on a dataset's chain and objects that no
 block of the chain references, once they are older than a grace period: what failed, abandoned or
-out-raced pushes and forced rewrites leave behind.
+out-raced pushes and forced rewrites leave behind. Multipart uploads started longer ago than the
+grace period and never completed (a push killed mid-object and not run again) are aborted, which
+frees their parts.
 
 What a running push may still commit is younger than the grace period (sessions end at the server's
 session timeout, which the grace period must not be shorter than), and the objects such young blocks
@@ -31,6 +33,8 @@ class GcReport:
     deleted: list[str] = field(default_factory=list)
     deleted_bytes: int = 0
     too_young: int = 0
+    #: Multipart uploads aborted, as "key (upload id)".
+    aborted_uploads: list[str] = field(default_factory=list)
 
 
 def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -> set[str]:
@@ -60,11 +64,23 @@ def _delete(store: ObjectStore, info: ObjectInfo, report: GcReport, dry_run: boo
         store.delete(info.key)
 
 
+def _abort_stale_uploads(
+    store: ObjectStore, dataset: DatasetName, cutoff: float, report: GcReport, dry_run: bool
+) -> None:
+    for upload in list(store.list_multipart(f"{dataset}/")):
+        if upload.initiated > cutoff:
+            report.too_young += 1
+            continue
+        report.aborted_uploads.append(f"{upload.key} ({upload.upload_id})")
+        if not dry_run:
+            store.abort_multipart(upload.key, upload.upload_id)
+
+
 def collect_garbage(
     store: ObjectStore, grace_seconds: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False
 ) -> GcReport:
     """Delete (or, with ``dry_run``, only list) blocks off every chain and unreferenced objects older
-    than ``grace_seconds``."""
+    than ``grace_seconds``, and abort multipart uploads started before then."""
     report = GcReport()
     cutoff = time.time() - grace_seconds
     for child in list(store.list_children("")):
@@ -94,6 +110,7 @@ def collect_garbage(
                     report.too_young += 1
                 else:
                     _delete(store, info, report, dry_run)
+        _abort_stale_uploads(store, dataset, cutoff, report, dry_run)
     return report
 
 

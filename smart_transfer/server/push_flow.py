@@ -1,6 +1,7 @@
 """The server side of a push: check the expected head, attach the new blocks (sync.attach), negotiate
-uploads (SkipUpload from the index or one listing, never a HEAD per object), then the verified
-commit (sync.commit), sending keep-alives while it verifies."""
+uploads (SkipUpload from the index or one listing, never a HEAD per object; a presigned PUT, or for
+a large object a multipart upload with one presigned PUT per missing part, see sync.multipart), then
+complete the multipart uploads and the verified commit (sync.commit), sending keep-alives meanwhile."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef
-from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError
+from smart_transfer.protocol.errors import (
+    ErrorCode,
+    MessageTooLargeDetails,
+    ObjectDetails,
+    ProtocolError,
+    TooManyObjectsDetails,
+)
 from smart_transfer.protocol.messages import (
     DatasetPushComplete,
     DatasetPushCompleteConfirmed,
@@ -23,10 +30,12 @@ from smart_transfer.protocol.messages import (
     HttpRequest,
     HttpUpload,
     MetadataTarball,
+    MultipartUpload,
     ObjectFile,
     Progress,
     PushObjectTransfer,
     SkipUpload,
+    UploadPart,
 )
 from smart_transfer.protocol.tarball import expanded_bound
 from smart_transfer.repo.dataset import DatasetRepository
@@ -35,10 +44,12 @@ from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage import ObjectInfo
-from smart_transfer.storage.digest import md5_hex_from_base64
+from smart_transfer.storage.digest import md5_base64_from_hex, md5_hex_from_base64
+from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.sync.attach import attach, check_expected_head, last_common
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
-from smart_transfer.sync.commit import ObjectKey, commit_chain, list_objects, verify_uploads
+from smart_transfer.sync.commit import ObjectKey, commit_chain, list_objects, upload_invalid, verify_uploads
+from smart_transfer.sync.multipart import PartsPromise, complete, promise_of, resume_or_start
 
 T = TypeVar("T")
 
@@ -50,7 +61,10 @@ class PushState:
     remote_tip: ChainTip | None
     base: ChainTip | None = None
     bundle: Bundle = field(default_factory=Bundle)
-    promised_md5: dict[ObjectKey, str] = field(default_factory=dict)
+    #: The ETag each object negotiated for upload must have: its MD5, or its parts' multipart ETag.
+    promised_etags: dict[ObjectKey, str] = field(default_factory=dict)
+    #: Multipart uploads handed out, by store key: the upload and the parts promised.
+    uploads: dict[str, tuple[str, PartsPromise, ObjectRef]] = field(default_factory=dict)
     listing: dict[str, ObjectInfo] | None = None
     #: Every object the bundle references, by kind and hash (computed once: pages look it up).
     required: dict[ObjectKey, ObjectRef] = field(default_factory=dict)
@@ -78,43 +92,103 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
     state.required = {(r.kind, r.physical_hash): r for r in bundle.objects()}
 
 
+def check_parts(items: list[ObjectFile]) -> None:
+    """One answer carries at most MAX_PARTS part URLs: a page names at most that many parts in all."""
+    count = sum(len(item.part_md5s or ()) for item in items)
+    if count > MAX_PARTS:
+        raise ProtocolError(
+            ErrorCode.TOO_MANY_OBJECTS,
+            f"{count} parts in one page; at most {MAX_PARTS} (put large objects in pages of their own)",
+            TooManyObjectsDetails(max_objects_per_page=len(items)),
+        )
+
+
+def _required(state: PushState, item: ObjectFile, settings: ServerSettings) -> ObjectRef:
+    ref = item.ref()
+    if state.required.get((ref.kind, ref.physical_hash)) != ref:
+        raise ProtocolError(
+            ErrorCode.OBJECT_NOT_ALLOWED,
+            f"{item.kind}/{item.physical_hash} ({item.size} bytes) is not referenced by the pushed blocks",
+            ObjectDetails(object=item.physical_hash),
+        )
+    if ref.size > settings.max_object_bytes:
+        raise ProtocolError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"{item.kind}/{item.physical_hash} has {ref.size} bytes; this server takes objects of at most "
+            f"{settings.max_object_bytes}",
+            MessageTooLargeDetails(limit=settings.max_object_bytes),
+        )
+    return ref
+
+
+def _stored(dataset: DatasetRepository, state: PushState, ref: ObjectRef, etag: str) -> bool:
+    """Whether the store holds the object already: committed, or uploaded by an earlier, unfinished push
+    (verified by size and the promised ETag, so not sent again)."""
+    if dataset.has_object(ref):
+        return True
+    if state.listing is None:
+        state.listing = list_objects(dataset)
+    listed = state.listing.get(dataset.object_key(ref))
+    return listed is not None and listed.size == ref.size and listed.etag == etag
+
+
+def _multipart(
+    dataset: DatasetRepository, state: PushState, ref: ObjectRef, promise: PartsPromise, settings: ServerSettings
+) -> MultipartUpload:
+    """The upload of a large object: the one this session or an interrupted one started, with a URL
+    for each promised part the store does not hold yet."""
+    key = dataset.object_key(ref)
+    known = state.uploads.get(key)
+    upload_id, missing = resume_or_start(dataset.store, key, promise, known[0] if known else None)
+    state.uploads[key] = (upload_id, promise, ref)
+    parts = []
+    for part in missing:
+        md5 = md5_base64_from_hex(promise.md5s[part.number - 1])
+        signed = dataset.store.presign_upload_part(key, upload_id, part.number, md5, settings.url_ttl_seconds)
+        request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
+        parts.append(UploadPart(part_number=part.number, request=request))
+    return MultipartUpload(upload_id=upload_id, part_size=promise.parts[0].length, parts=parts)
+
+
 def _negotiate(
     dataset: DatasetRepository, state: PushState, items: list[ObjectFile], settings: ServerSettings
 ) -> list[PushObjectTransfer]:
-    required = state.required
+    check_parts(items)
     transfers: list[PushObjectTransfer] = []
     for item in items:
-        ref = item.ref()
-        key = (ref.kind, ref.physical_hash)
-        if required.get(key) != ref:
-            raise ProtocolError(
-                ErrorCode.OBJECT_NOT_ALLOWED,
-                f"{item.kind}/{item.physical_hash} ({item.size} bytes) is not referenced by the pushed blocks",
-                ObjectDetails(object=item.physical_hash),
-            )
-        if item.md5 is None:
-            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"object {item.physical_hash} needs its md5 for upload")
-        state.promised_md5[key] = md5_hex_from_base64(item.md5)
-        if dataset.has_object(ref):
+        ref = _required(state, item, settings)
+        promise = promise_of(item, settings.multipart_threshold, settings.part_size)
+        etag = promise.etag if promise is not None else md5_hex_from_base64(item.md5 or "")
+        state.promised_etags[(ref.kind, ref.physical_hash)] = etag
+        if _stored(dataset, state, ref, etag):
             transfers.append(PushObjectTransfer(object_file=item, transfer=SkipUpload()))
-            continue
-        if state.listing is None:
-            state.listing = list_objects(dataset)
-        listed = state.listing.get(dataset.object_key(ref))
-        if listed is not None and listed.size == ref.size and listed.etag == state.promised_md5[key]:
-            # uploaded by an earlier, unfinished push: verified by size and MD5, so not sent again
-            transfers.append(PushObjectTransfer(object_file=item, transfer=SkipUpload()))
-            continue
-        signed = dataset.store.presign_put(dataset.object_key(ref), settings.url_ttl_seconds, content_md5=item.md5)
-        request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
-        transfers.append(PushObjectTransfer(object_file=item, transfer=HttpUpload(request=request)))
+        elif promise is not None:
+            upload = _multipart(dataset, state, ref, promise, settings)
+            transfers.append(PushObjectTransfer(object_file=item, transfer=upload))
+        else:
+            key = dataset.object_key(ref)
+            signed = dataset.store.presign_put(key, settings.url_ttl_seconds, content_md5=item.md5)
+            request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
+            transfers.append(PushObjectTransfer(object_file=item, transfer=HttpUpload(request=request)))
     return transfers
+
+
+def _complete_uploads(dataset: DatasetRepository, state: PushState) -> None:
+    """Assemble every object uploaded in parts (each part checked first); UploadInvalid if any fails."""
+    failures = []
+    for key, (upload_id, promise, ref) in state.uploads.items():
+        problem = complete(dataset.store, key, upload_id, promise)
+        if problem is not None:
+            failures.append(f"{ref.label}: {problem}")
+    if failures:
+        raise upload_invalid(failures)
 
 
 def _verify_and_commit(dataset: DatasetRepository, state: PushState, skipped_blocks: list[NewBlock]) -> ChainTip:
     """Check every required object, then CAS head (worker thread)."""
     dataset.ensure_blocks_stored(skipped_blocks)
-    verify_uploads(dataset, list(state.required.values()), state.promised_md5)
+    _complete_uploads(dataset, state)
+    verify_uploads(dataset, list(state.required.values()), state.promised_etags)
     if not state.bundle.blocks:
         if state.remote_tip is None:
             raise ProtocolError(ErrorCode.INVALID_BLOCKS, "nothing to commit to a dataset that does not exist")
@@ -163,6 +237,8 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
             num_blocks=len(state.bundle.blocks),
             num_objects=len(state.required),
             max_objects_per_page=settings.max_objects_per_page,
+            multipart_threshold=settings.multipart_threshold,
+            part_size=settings.part_size,
         )
     )
     while isinstance(

@@ -184,13 +184,14 @@ def _already_held(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash, 
 
 
 def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: str) -> tuple[bool, bool]:
-    """Store the verified body unless the same bytes are there; (created, visible)."""
+    """Store the verified body unless the same bytes are there; (created, visible). The commit checks
+    the object against the ETag the store gave it here (its MD5, or a multipart ETag when the store
+    took a large file in parts)."""
     key = repo.object_key(ref)
     existing = repo.store.head(key)
     created = existing is None or existing.size != ref.size or existing.etag != md5_hex
-    if created:
-        repo.store.put_file(key, temp)
-    repo.index.record_staged(repo.name, ref.kind, ref.physical_hash, md5_hex)
+    etag = repo.store.put_file(key, temp).etag if created else md5_hex
+    repo.index.record_staged(repo.name, ref.kind, ref.physical_hash, etag)
     return created, repo.has_object(ref)
 
 

@@ -10,6 +10,14 @@ from typing import TYPE_CHECKING
 
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
 from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
+from smart_transfer.storage.parts import (
+    DEFAULT_MULTIPART_THRESHOLD,
+    DEFAULT_PART_SIZE,
+    MAX_OBJECT_BYTES,
+    MAX_PART_BYTES,
+    MAX_SINGLE_PUT_BYTES,
+    MIN_PART_BYTES,
+)
 from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
 
 if TYPE_CHECKING:  # the CLI reads the defaults above for --help: the stores load only when used
@@ -17,6 +25,8 @@ if TYPE_CHECKING:  # the CLI reads the defaults above for --help: the stores loa
     from smart_transfer.storage.local import LocalStore
 
 __all__ = [
+    "DEFAULT_MULTIPART_THRESHOLD",
+    "DEFAULT_PART_SIZE",
     "DEFAULT_S3_ATTEMPTS",
     "DEFAULT_S3_CONNECT_TIMEOUT",
     "DEFAULT_S3_READ_TIMEOUT",
@@ -27,8 +37,9 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_ROOT = Path(".smart-transfer/server")
-#: Largest object the embedded store accepts in one presigned PUT.
-DEFAULT_MAX_OBJECT_BYTES = 5 * 1024**3
+#: Largest object the server accepts (S3's limit, 5 TiB). One PUT carries at most 5 GiB on every store;
+#: larger objects are uploaded in parts (``--multipart-threshold``, ``--part-size``).
+DEFAULT_MAX_OBJECT_BYTES = MAX_OBJECT_BYTES
 #: Most objects one transfer-negotiation page may name.
 DEFAULT_MAX_OBJECTS_PER_PAGE = 1000
 #: Largest WebSocket message (text or binary) the server accepts.
@@ -99,6 +110,8 @@ class ServerSettings:
     s3_attempts: int = DEFAULT_S3_ATTEMPTS
     url_ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
+    part_size: int = DEFAULT_PART_SIZE
     max_objects_per_page: int = DEFAULT_MAX_OBJECTS_PER_PAGE
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS
@@ -123,6 +136,13 @@ class ServerSettings:
     follow_poll_max_seconds: float = DEFAULT_FOLLOW_POLL_MAX_SECONDS
     tokens_file: Path | None = None
     allow_anonymous: bool = False
+
+    def check_parts(self) -> None:
+        """Refuse a part size S3 would refuse, and a threshold above which single PUTs would fail."""
+        if not MIN_PART_BYTES <= self.part_size <= MAX_PART_BYTES:
+            raise ValueError(f"the part size must be {MIN_PART_BYTES}..{MAX_PART_BYTES} bytes (S3's limits)")
+        if not 0 < self.multipart_threshold <= MAX_SINGLE_PUT_BYTES:
+            raise ValueError(f"the multipart threshold must be 1..{MAX_SINGLE_PUT_BYTES} bytes (S3's largest PUT)")
 
     def check_exposure(self) -> None:
         """Refuse to serve anonymous access beyond this machine unless explicitly allowed."""
@@ -163,6 +183,8 @@ class ServerSettings:
             connect_timeout=self.s3_connect_timeout,
             read_timeout=self.s3_read_timeout,
             attempts=self.s3_attempts,
+            multipart_threshold=self.multipart_threshold,
+            part_size=self.part_size,
         )
 
     def index_path(self, store: ObjectStore) -> Path:

@@ -2,7 +2,8 @@
 
 These routes stand in for S3 when the server runs on its embedded store; the smart-protocol session
 never touches object bytes. Each request is checked against its HMAC signature, method, expiry and,
-for PUT, the Content-MD5 the URL was signed for.
+for PUT, the Content-MD5 the URL was signed for. A PUT URL signed for a part of a multipart upload
+writes that part (S3's UploadPart); GETs answer ``Range`` requests (206) like S3.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
 from smart_transfer.storage.digest import md5_hex_from_base64
-from smart_transfer.storage.errors import PresignRefused
-from smart_transfer.storage.local import PRESIGN_ROUTE, LocalStore, ObjectWriter
+from smart_transfer.storage.errors import MultipartRefused, NoSuchUpload, PresignRefused
+from smart_transfer.storage.local import PRESIGN_ROUTE, Grant, LocalStore, ObjectWriter
+from smart_transfer.storage.parts import MAX_PART_BYTES, MAX_SINGLE_PUT_BYTES
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
@@ -42,8 +44,36 @@ def _md5_problem(bound_md5: str | None, sent: str | None) -> JSONResponse | None
     return None
 
 
+def _sent_bytes(request: Request, size: int) -> int:
+    """How many bytes a GET answers: the range asked for (``bytes=a-b``, ``a-``, ``-n``), else all."""
+    wanted = request.headers.get("range", "")
+    if not wanted.startswith("bytes=") or "," in wanted:
+        return size
+    first, _, last = wanted[6:].partition("-")
+    try:
+        if not first:
+            return min(int(last), size)
+        end = min(int(last), size - 1) if last else size - 1
+        return max(0, end - int(first) + 1)
+    except ValueError:
+        return size
+
+
+def _writer(store: LocalStore, key: str, grant: Grant, max_object_bytes: int) -> ObjectWriter | JSONResponse:
+    """The writer of a presigned PUT: of the object, or of the multipart upload's part it names."""
+    if grant.upload_id is None:
+        return ObjectWriter(store, key, min(max_object_bytes, MAX_SINGLE_PUT_BYTES))
+    try:
+        return store.part_writer(key, grant, MAX_PART_BYTES)
+    except NoSuchUpload as exc:
+        return error_response(404, "NoSuchUpload", str(exc))
+    except MultipartRefused as exc:
+        return error_response(400, "InvalidArgument", str(exc))
+
+
 def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable[[int], None]) -> APIRouter:
-    """Routes serving presigned requests for ``store``."""
+    """Routes serving presigned requests for ``store``. One PUT (of an object or of a part) may carry
+    at most 5 GiB, like S3's; ``max_object_bytes`` may lower that for whole objects."""
     router = APIRouter(include_in_schema=False)
     path = PRESIGN_ROUTE + "{key:path}"
 
@@ -57,7 +87,7 @@ def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable
         if info is None:
             return error_response(404, "NoSuchKey", f"object not found: {key}")
         if request.method == "GET":
-            count_bytes(info.size)
+            count_bytes(_sent_bytes(request, info.size))
         return FileResponse(
             store.path_of(key), headers={"ETag": f'"{info.etag}"'}, media_type="application/octet-stream"
         )
@@ -65,23 +95,28 @@ def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable
     @router.put(path)
     async def write_object(key: str, request: Request) -> Response:
         try:
-            bound_md5 = store.verify_presigned("PUT", key, request.query_params)
+            grant = store.verify_presigned("PUT", key, request.query_params)
         except PresignRefused as exc:
             return _refused(exc)
-        problem = _md5_problem(bound_md5, request.headers.get("content-md5"))
+        problem = _md5_problem(grant.md5_hex, request.headers.get("content-md5"))
         if problem is not None:
             return problem
+        writer = _writer(store, key, grant, max_object_bytes)
+        if isinstance(writer, JSONResponse):
+            return writer
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_object_bytes:
-            return error_response(413, "EntityTooLarge", f"objects are limited to {max_object_bytes} bytes")
-        writer = ObjectWriter(store, key, max_object_bytes)
+        if declared is not None and declared.isdigit() and int(declared) > writer.max_bytes:
+            writer.abort()
+            return error_response(413, "EntityTooLarge", f"one PUT may carry at most {writer.max_bytes} bytes")
         try:
             async for chunk in request.stream():
                 writer.write(chunk)
-            info = writer.commit(bound_md5)
+            info = writer.commit(grant.md5_hex)
             count_bytes(info.size)
         except PresignRefused as exc:
             return _refused(exc)
+        except NoSuchUpload as exc:
+            return error_response(404, "NoSuchUpload", str(exc))
         except BaseException:
             writer.abort()
             raise

@@ -58,6 +58,25 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class UploadedPart:
+    """One part a multipart upload holds: its number, size and ETag (the hex MD5 of its bytes)."""
+
+    number: int
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingUpload:
+    """A multipart upload in progress (neither completed nor aborted): which key, its id, and when it
+    started (Unix seconds)."""
+
+    key: str
+    upload_id: str
+    initiated: float
+
+
+@dataclass(frozen=True, slots=True)
 class PresignedRequest:
     """An HTTP request anyone holding it may make until ``expires_at`` (Unix seconds)."""
 
@@ -146,6 +165,38 @@ class ObjectStore(ABC):
         self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
     ) -> PresignedRequest:
         """A PUT of ``key``; with ``content_md5`` (base64) the store refuses any other body."""
+
+    # -- multipart uploads (S3's flow; the embedded store implements the same) ----------------------
+
+    @abstractmethod
+    def create_multipart(self, key: str) -> str:
+        """Start a multipart upload of ``key``; returns its upload id. Nothing is visible at ``key``
+        until :meth:`complete_multipart`."""
+
+    @abstractmethod
+    def list_multipart(self, prefix: str) -> Iterator[PendingUpload]:
+        """The multipart uploads in progress whose key starts with ``prefix``."""
+
+    @abstractmethod
+    def list_parts(self, key: str, upload_id: str) -> Sequence[UploadedPart]:
+        """The parts an upload holds so far, by number; raises NoSuchUpload."""
+
+    @abstractmethod
+    def presign_upload_part(
+        self, key: str, upload_id: str, number: int, content_md5: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
+    ) -> PresignedRequest:
+        """A PUT of part ``number`` of an upload, bound to ``content_md5`` (base64): the store refuses
+        any other body (a part sent again replaces the earlier one)."""
+
+    @abstractmethod
+    def complete_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> ObjectInfo:
+        """Assemble ``parts`` ((number, hex MD5), ascending) into the object at ``key``, atomically for
+        readers; its ETag is :func:`~smart_transfer.storage.digest.multipart_etag` of the MD5s. Raises
+        MultipartRefused when a part is missing, differs from its MD5, or is too small; NoSuchUpload."""
+
+    @abstractmethod
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        """Drop an upload and its parts; an unknown upload is not an error."""
 
     def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
         """Store many small objects (e.g. content-addressed blocks), ``parallelism`` at a time."""

@@ -6,12 +6,15 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import SHA2_256, new_hasher
+from smart_transfer.storage.parts import Part
 
 #: Read size when hashing files.
 HASH_CHUNK_BYTES = 1024 * 1024
@@ -36,6 +39,35 @@ def md5_hex_from_base64(content_md5: str) -> str:
 def md5_base64_from_hex(md5_hex: str) -> str:
     """The ``Content-MD5`` header value of a hex MD5 (an ETag)."""
     return base64.b64encode(bytes.fromhex(md5_hex)).decode("ascii")
+
+
+def multipart_etag(part_md5_hex: Sequence[str]) -> str:
+    """The ETag S3 gives an object assembled from parts with these MD5s (hex, in part order): the MD5
+    of the parts' binary MD5s, a dash and the number of parts. It is not the MD5 of the object, but
+    it names exactly these parts in this order."""
+    joined = b"".join(bytes.fromhex(md5) for md5 in part_md5_hex)
+    return f"{hashlib.md5(joined).hexdigest()}-{len(part_md5_hex)}"
+
+
+def part_md5s(path: Path, parts: Sequence[Part], workers: int | None = None) -> list[str]:
+    """The MD5 (hex) of each part of the file at ``path``, parts hashed in parallel threads (hashlib
+    releases the GIL on large buffers, so a large object hashes on every core)."""
+
+    def one(part: Part) -> str:
+        digest = hashlib.md5()
+        with open(path, "rb") as src:
+            src.seek(part.offset)
+            remaining = part.length
+            while remaining > 0:
+                chunk = src.read(min(HASH_CHUNK_BYTES, remaining))
+                if not chunk:
+                    raise ValueError(f"{path} is shorter than its part {part.number} expects")
+                digest.update(chunk)
+                remaining -= len(chunk)
+        return digest.hexdigest()
+
+    with ThreadPoolExecutor(max_workers=workers or min(len(parts), os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, parts))
 
 
 @dataclass(frozen=True, slots=True)

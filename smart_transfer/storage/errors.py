@@ -34,3 +34,17 @@ class PresignRefused(StorageError):
         self.reason = reason
         self.status = status
         super().__init__(reason)
+
+
+class NoSuchUpload(StorageError):
+    """The multipart upload does not exist (never started, completed, or aborted)."""
+
+    def __init__(self, key: str, upload_id: str) -> None:
+        self.key = key
+        self.upload_id = upload_id
+        super().__init__(f"no multipart upload {upload_id} of {key}")
+
+
+class MultipartRefused(StorageError):
+    """The store refused to assemble a multipart upload: a part is missing, differs from the MD5 it
+    was named with, or is smaller than the store allows."""

@@ -29,13 +29,22 @@ from smart_transfer.storage.base import (
     MAX_URL_TTL_SECONDS,
     ObjectInfo,
     ObjectStore,
+    PendingUpload,
     PresignedRequest,
     StoreObserver,
+    UploadedPart,
     check_key,
     check_prefix,
 )
 from smart_transfer.storage.digest import md5_base64
-from smart_transfer.storage.errors import ObjectNotFound, StorageError, StorageUnavailable
+from smart_transfer.storage.errors import (
+    MultipartRefused,
+    NoSuchUpload,
+    ObjectNotFound,
+    StorageError,
+    StorageUnavailable,
+)
+from smart_transfer.storage.parts import DEFAULT_MULTIPART_THRESHOLD, DEFAULT_PART_SIZE, part_size_for
 from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
 from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 
@@ -43,6 +52,8 @@ from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 _GENERATION_BASE = 10**19 - 1
 #: References are small objects (a hash); larger values are refused.
 MAX_REF_BYTES = 1024
+#: S3's answers to a CompleteMultipartUpload whose parts are not what it was told.
+_ASSEMBLY_REFUSALS = ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "BadDigest")
 
 
 def _status(exc: ClientError) -> int:
@@ -77,10 +88,16 @@ class S3Store(ObjectStore):
         connect_timeout: float = DEFAULT_S3_CONNECT_TIMEOUT,
         read_timeout: float = DEFAULT_S3_READ_TIMEOUT,
         attempts: int = DEFAULT_S3_ATTEMPTS,
+        multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+        part_size: int = DEFAULT_PART_SIZE,
     ) -> None:
         """Every call is bounded: ``connect_timeout`` to connect, ``read_timeout`` without a byte,
-        ``attempts`` tries (standard retry mode: backoff with jitter)."""
+        ``attempts`` tries (standard retry mode: backoff with jitter). ``put_file`` uploads files
+        larger than ``multipart_threshold`` in parts of ``part_size`` (S3 refuses single PUTs over
+        5 GiB)."""
         self.bucket = bucket
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
         self.prefix = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
         self.read_timeout = read_timeout
@@ -202,9 +219,27 @@ class S3Store(ObjectStore):
 
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         size = path.stat().st_size
+        if size > self.multipart_threshold:
+            return self._put_file_in_parts(key, path, size)
         with self._errors(key), open(path, "rb") as body:
             response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body)
         return ObjectInfo(key, size, str(response["ETag"]).strip('"'))
+
+    def _put_file_in_parts(self, key: str, path: Path, size: int) -> ObjectInfo:
+        """boto3's managed transfer: parallel parts streamed from the file, retried, then completed
+        (or aborted on failure); the ETag is the parts' (see ``multipart_etag``)."""
+        from boto3.s3.transfer import TransferConfig
+
+        part_size = part_size_for(size, self.part_size)
+        config = TransferConfig(
+            multipart_threshold=self.multipart_threshold, multipart_chunksize=part_size, max_concurrency=4
+        )
+        with self._errors(key):
+            self._client.upload_file(str(path), self.bucket, self._full(key), Config=config)
+        info = self.head(key)
+        if info is None or info.size != size:
+            raise StorageUnavailable(f"S3 did not keep the {size} bytes uploaded to {key}")
+        return info
 
     def get(self, key: str) -> bytes:
         with self._errors(key):
@@ -313,21 +348,29 @@ class S3Store(ObjectStore):
 
     # -- presigning --------------------------------------------------------------------------------
 
-    def _presign(self, operation: str, key: str, ttl_seconds: int, params: dict[str, str]) -> str:
+    def _presign(
+        self, operation: str, key: str, ttl_seconds: int, params: dict[str, str], query: Sequence[tuple[str, str]] = ()
+    ) -> str:
+        """``query``: the operation's own URL parameters, for the fast presigner (``uploadId``,
+        ``partNumber``); botocore takes them as ``UploadId`` and ``PartNumber``."""
         if not 1 <= ttl_seconds <= MAX_URL_TTL_SECONDS:
             raise ValueError(f"URL lifetime must be 1..{MAX_URL_TTL_SECONDS} seconds")
         if self._fast is not None:
             frozen = self._credentials.get_frozen_credentials()
             return self._fast.presign(
-                "PUT" if operation == "put_object" else "GET",
+                "GET" if operation == "get_object" else "PUT",
                 self._full(key),
                 ttl_seconds,
                 Credentials(frozen.access_key, frozen.secret_key, frozen.token),
                 params.get("ContentMD5"),
+                query=query,
             )
+        named = {name[0].upper() + name[1:]: int(value) if name == "partNumber" else value for name, value in query}
         with self._errors(key):
             url: str = self._presigner.generate_presigned_url(
-                operation, Params={"Bucket": self.bucket, "Key": self._full(key), **params}, ExpiresIn=ttl_seconds
+                operation,
+                Params={"Bucket": self.bucket, "Key": self._full(key), **params, **named},
+                ExpiresIn=ttl_seconds,
             )
         return url
 
@@ -342,6 +385,76 @@ class S3Store(ObjectStore):
         params = {"ContentMD5": content_md5} if content_md5 else {}
         headers = {"Content-MD5": content_md5} if content_md5 else {}
         return PresignedRequest("PUT", self._presign("put_object", key, ttl_seconds, params), expires, headers)
+
+    # -- multipart uploads ---------------------------------------------------------------------
+
+    @contextmanager
+    def _upload_errors(self, key: str, upload_id: str) -> Iterator[None]:
+        """S3's answers about an upload as the contract's errors: an unknown upload, a refused assembly."""
+        try:
+            yield
+        except ClientError as exc:
+            code = _code(exc)
+            if code == "NoSuchUpload" or _status(exc) == 404:
+                raise NoSuchUpload(key, upload_id) from None
+            if code in _ASSEMBLY_REFUSALS:
+                raise MultipartRefused(f"S3 refused to assemble {key}: {code}") from None
+            raise StorageUnavailable(f"S3 refused an operation on {key}: {code or _status(exc)}") from None
+        except BotoCoreError as exc:
+            raise self._unavailable(exc) from None
+
+    def create_multipart(self, key: str) -> str:
+        with self._errors(key):
+            response = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._full(key))
+        return str(response["UploadId"])
+
+    def list_multipart(self, prefix: str) -> Iterator[PendingUpload]:
+        check_prefix(prefix)
+        paginator = self._client.get_paginator("list_multipart_uploads")
+        with self._errors(prefix):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
+                for item in page.get("Uploads", []):
+                    key = str(item["Key"])[len(self.prefix) :]
+                    yield PendingUpload(key, str(item["UploadId"]), item["Initiated"].timestamp())
+
+    def list_parts(self, key: str, upload_id: str) -> Sequence[UploadedPart]:
+        paginator = self._client.get_paginator("list_parts")
+        parts = []
+        with self._upload_errors(key, upload_id):
+            for page in paginator.paginate(Bucket=self.bucket, Key=self._full(key), UploadId=upload_id):
+                for item in page.get("Parts", []):
+                    parts.append(UploadedPart(int(item["PartNumber"]), int(item["Size"]), str(item["ETag"]).strip('"')))
+        return sorted(parts, key=lambda part: part.number)
+
+    def presign_upload_part(
+        self, key: str, upload_id: str, number: int, content_md5: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
+    ) -> PresignedRequest:
+        expires = int(time.time()) + ttl_seconds
+        query = (("uploadId", upload_id), ("partNumber", str(number)))
+        url = self._presign("upload_part", key, ttl_seconds, {"ContentMD5": content_md5}, query)
+        return PresignedRequest("PUT", url, expires, {"Content-MD5": content_md5})
+
+    def complete_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> ObjectInfo:
+        listed = {"Parts": [{"PartNumber": number, "ETag": f'"{etag}"'} for number, etag in parts]}
+        try:
+            with self._upload_errors(key, upload_id):
+                self._client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=self._full(key), UploadId=upload_id, MultipartUpload=listed
+                )
+        except StorageUnavailable:
+            self.list_parts(key, upload_id)  # Ceph answers 500, not NoSuchUpload, for an aborted upload
+            raise
+        info = self.head(key)
+        if info is None:
+            raise StorageUnavailable(f"S3 completed {key} but does not show it")
+        return info
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        try:
+            with self._upload_errors(key, upload_id):
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._full(key), UploadId=upload_id)
+        except NoSuchUpload:
+            return
 
     def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
         """Many small PUTs through presigned URLs and a pooled urllib3 client: boto3 spends ~1 ms of

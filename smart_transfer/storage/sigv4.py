@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
@@ -62,15 +63,19 @@ class QueryPresigner:
         credentials: Credentials,
         content_md5: str | None = None,
         now: float | None = None,
+        query: Sequence[tuple[str, str]] = (),
     ) -> str:
-        """The presigned URL of ``method`` on ``key`` (already including any bucket prefix)."""
+        """The presigned URL of ``method`` on ``key`` (already including any bucket prefix); ``query``:
+        the operation's own parameters, in botocore's order (``uploadId``, ``partNumber`` of an
+        UploadPart), signed with the rest."""
         moment = time.gmtime(time.time() if now is None else now)
         timestamp = time.strftime("%Y%m%dT%H%M%SZ", moment)
         day = timestamp[:8]
         scope = f"{day}/{self._region}/{self._service}/aws4_request"
         path = f"{self._bucket_path}/{quote(key, safe='/~')}"
         signed_headers = "content-md5;host" if content_md5 is not None else "host"
-        params = [
+        params = [(name, _uri_encode(value)) for name, value in query]
+        params += [
             ("X-Amz-Algorithm", ALGORITHM),
             ("X-Amz-Credential", _uri_encode(f"{credentials.access_key}/{scope}")),
             ("X-Amz-Date", timestamp),
@@ -80,12 +85,12 @@ class QueryPresigner:
         if credentials.token is not None:
             params.append(("X-Amz-Security-Token", _uri_encode(credentials.token)))
         # signed over the sorted parameters; the URL keeps botocore's order (token last)
-        query = "&".join(f"{k}={v}" for k, v in sorted(params))
+        signed_query = "&".join(f"{k}={v}" for k, v in sorted(params))
         url_query = "&".join(f"{k}={v}" for k, v in params)
         headers = (
             f"content-md5:{content_md5}\nhost:{self._host}\n" if content_md5 is not None else f"host:{self._host}\n"
         )
-        canonical = f"{method}\n{path}\n{query}\n{headers}\n{signed_headers}\n{_UNSIGNED}"
+        canonical = f"{method}\n{path}\n{signed_query}\n{headers}\n{signed_headers}\n{_UNSIGNED}"
         to_sign = f"{ALGORITHM}\n{timestamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         signature = hmac.new(
             self._signing_key(credentials.secret_key, day), to_sign.encode(), hashlib.sha256

@@ -1,8 +1,10 @@
 """The verified commit, one policy for every path: before head moves, each object the new blocks
-reference must be in the store with the size its block records and an MD5 the server trusts (promised
-in the smart session that uploaded it, or computed by the server itself when a simple-protocol PUT
-streamed through it); an object with no trusted MD5 is read back and hashed. Then head moves by
-compare-and-swap, or nothing changes."""
+reference must be in the store with the size its block records and an ETag the server trusts: promised
+in the smart session that uploaded it (the MD5 bound into its PUT, or for an object uploaded in parts
+the multipart ETag of the MD5s bound into its parts' PUTs, see ``sync.multipart``), or the one the
+store gave an object the server itself stored after hashing its body (a simple-protocol PUT). An
+object with no trusted ETag is read back and hashed. Then head moves by compare-and-swap, or nothing
+changes."""
 
 from __future__ import annotations
 
@@ -44,22 +46,32 @@ def list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
     return listing
 
 
-def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, md5_hex: str | None) -> str | None:
+def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None) -> str | None:
     if info is None:
         return f"{ref.label}: missing"
     if info.size != ref.size:
         return f"{ref.label}: {info.size} bytes, expected {ref.size}"
-    if md5_hex is not None:
-        return None if info.etag == md5_hex else f"{ref.label}: content does not match the promised MD5"
+    if etag is not None:
+        return None if info.etag == etag else f"{ref.label}: content does not match the promised MD5"
     digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
     return None if digest.multihash == ref.physical_hash else f"{ref.label}: content does not match its hash"
 
 
+def upload_invalid(failures: Sequence[str]) -> ProtocolError:
+    """The error that ends a commit whose objects are missing or wrong (``failures``: one line each)."""
+    return ProtocolError(
+        ErrorCode.UPLOAD_INVALID,
+        f"{len(failures)} object(s) missing or wrong; head not moved. First: {failures[0]}",
+        UploadInvalidDetails(objects=list(failures[:MAX_LISTED_FAILURES]), count=len(failures)),
+    )
+
+
 def verify_uploads(
-    dataset: DatasetRepository, refs: Sequence[ObjectRef], promised_md5: Mapping[ObjectKey, str]
+    dataset: DatasetRepository, refs: Sequence[ObjectRef], promised_etags: Mapping[ObjectKey, str]
 ) -> None:
     """Check every object of ``refs`` the repository does not already hold (UploadInvalid if any
-    fails). ``promised_md5``: hex MD5s promised for this commit's uploads."""
+    fails). ``promised_etags``: the ETags this commit's uploads promised: the hex MD5 of an object sent
+    in one PUT, the multipart ETag of its parts' MD5s for one sent in parts."""
     pending = [ref for ref in refs if not dataset.has_object(ref)]
     if not pending:
         return
@@ -68,18 +80,14 @@ def verify_uploads(
     for ref in pending:
         key = dataset.object_key(ref)
         info = listing.get(key) if listing is not None else dataset.store.head(key)
-        md5 = promised_md5.get((ref.kind, ref.physical_hash)) or dataset.index.staged_md5(
+        etag = promised_etags.get((ref.kind, ref.physical_hash)) or dataset.index.staged_md5(
             dataset.name, ref.kind, ref.physical_hash
         )
-        problem = _problem(dataset, ref, info, md5)
+        problem = _problem(dataset, ref, info, etag)
         if problem is not None:
             failures.append(problem)
     if failures:
-        raise ProtocolError(
-            ErrorCode.UPLOAD_INVALID,
-            f"{len(failures)} object(s) missing or wrong; head not moved. First: {failures[0]}",
-            UploadInvalidDetails(objects=failures[:MAX_LISTED_FAILURES], count=len(failures)),
-        )
+        raise upload_invalid(failures)
 
 
 def commit_chain(

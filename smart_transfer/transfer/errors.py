@@ -38,4 +38,10 @@ class TransferRefused(TransferFailed):
 
 
 class UrlExpired(Exception):
-    """The store refused the URL (403): it expired or is no longer valid; ask for a fresh one."""
+    """The store refused the URL (403): it expired or is no longer valid; ask for a fresh one.
+    ``moved``: bytes that did move before the refusal (parts or ranges of a large object that
+    completed), so the transfer progressed and the fresh URLs need only cover the rest."""
+
+    def __init__(self, name: str = "", moved: int = 0) -> None:
+        self.moved = moved
+        super().__init__(name)

@@ -47,10 +47,12 @@ UPLOAD_CHUNK_BYTES = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    """A download that matched: where it was written and how many bytes."""
+    """A download that matched: where it was written, its size, and how many bytes this call moved
+    (fewer when a resumed download reused what an earlier run fetched)."""
 
     temp_path: Path
     size: int
+    moved: int
 
 
 def request_timeout(timeouts: Timeouts, size: int) -> aiohttp.ClientTimeout:
@@ -92,7 +94,7 @@ def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> Tr
     return TransferFailed(name, f"storage unreachable: {exc or type(exc).__name__}", network=True)
 
 
-async def _with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
+async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
     delay = RETRY_BASE_DELAY
     for number in range(1, timeouts.attempts + 1):
         try:
@@ -129,7 +131,7 @@ def _already_held(request: HttpRequest, status: int, answer: bytes) -> bool:
         return False
 
 
-def _check_status(name: str, status: int, body: bytes) -> None:
+def check_status(name: str, status: int, body: bytes) -> None:
     typed = _typed_error(body)
     if typed is not None and typed[0] not in RETRYABLE:
         raise TransferRefused(name, *typed)
@@ -186,18 +188,18 @@ async def download(
     async def attempt() -> int:
         async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
             if response.status != 200:
-                _check_status(name, response.status, await response.read())
+                check_status(name, response.status, await response.read())
             with open(temp_path, "wb") as out:
                 async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
                     out.write(chunk)
         return expected_size
 
     try:
-        size = await _with_retries(name, attempt, timeouts, expected_size)
+        size = await with_retries(name, attempt, timeouts, expected_size)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
-    return Verified(temp_path, size)
+    return Verified(temp_path, size, size)
 
 
 async def download_bytes(
@@ -220,12 +222,12 @@ async def download_bytes(
         body.clear()
         async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
             if response.status != 200:
-                _check_status(name, response.status, await response.read())
+                check_status(name, response.status, await response.read())
             async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
                 body.append(chunk)
         return expected_size
 
-    await _with_retries(name, attempt, timeouts, expected_size)
+    await with_retries(name, attempt, timeouts, expected_size)
     return b"".join(body)
 
 
@@ -270,10 +272,10 @@ async def upload(
             async with session.put(request.url, data=body, headers=headers, timeout=bounds) as response:
                 answer = await response.read()
                 if response.status not in (200, 202):
-                    _check_status(name, response.status, answer)
+                    check_status(name, response.status, answer)
         if _already_held(request, response.status, answer):
             return 0  # the server had it and answered before the body was sent (Expect: 100-continue)
         on_bytes(size)
         return size
 
-    return await _with_retries(name, attempt, timeouts, size)
+    return await with_retries(name, attempt, timeouts, size)

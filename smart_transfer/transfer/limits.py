@@ -1,5 +1,5 @@
 """The data plane's limits and bounds that callers (and ``--help``) need without importing the HTTP
-stack: parallelism, and how long any one wait on storage may last."""
+stack: parallelism, how large objects are split, and how long any one wait on storage may last."""
 
 from __future__ import annotations
 
@@ -22,6 +22,27 @@ DEFAULT_MIN_RATE = 32 * 1024
 SMALL_OBJECT_BYTES = 1024 * 1024
 #: First retry delay in seconds; doubled each attempt, with jitter (0.5x-1.5x).
 RETRY_BASE_DELAY = 0.25
+#: Objects larger than this are downloaded as parallel ranged GETs into a preallocated staging file.
+DEFAULT_RANGE_THRESHOLD = 64 * 1024 * 1024
+#: The size of those ranges (each one is a request, retried and resumed on its own).
+DEFAULT_RANGE_SIZE = 32 * 1024 * 1024
+#: Ranges (downloads) or parts (multipart uploads) of one object in flight at once; they share the
+#: ``--parallel`` connections with every other transfer.
+DEFAULT_PARALLEL_PARTS = 8
+
+
+@dataclass(frozen=True)
+class LargeObjects:
+    """How the client moves large objects: downloads above ``range_threshold`` in ranges of
+    ``range_size``; ranges or parts (uploads, cut by the server) ``parallel_parts`` at a time."""
+
+    range_threshold: int = DEFAULT_RANGE_THRESHOLD
+    range_size: int = DEFAULT_RANGE_SIZE
+    parallel_parts: int = DEFAULT_PARALLEL_PARTS
+
+    def __post_init__(self) -> None:
+        if self.range_threshold < 1 or self.range_size < 1 or self.parallel_parts < 1:
+            raise ValueError("the range threshold, range size and parallel parts must be at least 1")
 
 
 @dataclass(frozen=True)

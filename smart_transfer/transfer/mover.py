@@ -3,7 +3,9 @@ objects from a short queue of signed URLs, and the queue is refilled over the se
 time) whenever it runs low. The page grows while the workers outrun the negotiation (or the server
 skips what it holds) and shrinks when URLs would wait in the queue long enough to go stale, so URLs
 are seldom re-signed even with short lifetimes. URLs that are about to expire anyway (a slow object)
-or that the store refused as expired are re-requested in batches, so slow transfers still finish."""
+or that the store refused as expired are re-requested in batches, so slow transfers still finish. An
+object moves with one request, or in parts (a multipart upload: a URL per part); a page names at most
+MAX_PARTS parts in all, so that one answer's URLs stay small."""
 
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from smart_transfer.protocol.messages import HttpRequest, ObjectFile
+from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, ObjectFile
+from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.transfer.errors import TransferFailed, UrlExpired
 
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
 REFRESH_SHARE = 0.25
 MAX_REFRESH_MARGIN = 30.0
-#: How often one object may be given a fresh URL before the transfer gives up.
+#: How often in a row one object may be given fresh URLs that the store refuses before anything more
+#: of it moved, before the transfer gives up (a large object that progresses between refusals, part
+#: by part or range by range, starts the count again).
 MAX_REFRESHES_PER_OBJECT = 5
 #: Signed URLs waiting for a worker, per worker, before the first page: the queue starts at this
 #: times ``parallel`` and doubles (up to the page size) whenever a worker finds it empty.
@@ -33,13 +38,30 @@ def _key(item: ObjectFile) -> ObjectKey:
     return (item.kind, item.physical_hash)
 
 
-Negotiate = Callable[[Sequence[ObjectFile]], Awaitable[list[tuple[ObjectFile, HttpRequest | None]]]]
-Work = Callable[[ObjectFile, HttpRequest], Awaitable[int]]
+#: How one object moves: one request, or a multipart upload (a request per part).
+Transfer = HttpRequest | MultipartUpload
+Negotiate = Callable[[Sequence[ObjectFile]], Awaitable[list[tuple[ObjectFile, Transfer | None]]]]
+Work = Callable[[ObjectFile, Transfer], Awaitable[int]]
+
+
+def pages(objects: Sequence[ObjectFile], page_size: int) -> list[Sequence[ObjectFile]]:
+    """``objects`` cut into pages of at most ``page_size`` objects and MAX_PARTS parts in all."""
+    cut: list[Sequence[ObjectFile]] = []
+    start, parts = 0, 0
+    for index, item in enumerate(objects):
+        weight = len(item.part_md5s or ())
+        if index > start and (index - start >= page_size or parts + weight > MAX_PARTS):
+            cut.append(objects[start:index])
+            start, parts = index, 0
+        parts += weight
+    if start < len(objects):
+        cut.append(objects[start:])
+    return cut
 
 
 @dataclass
 class _Url:
-    request: HttpRequest
+    request: Transfer
     received_at: float
 
     def stale(self, now: float) -> bool:
@@ -62,11 +84,22 @@ class MoveResult:
 class ObjectMover:
     """Moves objects with ``work`` using URLs from ``negotiate`` (None from negotiate: skip)."""
 
-    def __init__(self, negotiate: Negotiate, work: Work, *, parallel: int, page_size: int) -> None:
+    def __init__(
+        self,
+        negotiate: Negotiate,
+        work: Work,
+        *,
+        parallel: int,
+        page_size: int,
+        slots: asyncio.Semaphore | None = None,
+    ) -> None:
+        """``slots``: the transfer slots objects take (``parallel`` of them unless given: large
+        objects' extra ranges or parts take slots from the same pool, see ``pieces.py``)."""
         self.negotiate = negotiate
         self.work = work
         self.parallel = max(1, parallel)
         self.page_size = max(1, page_size)
+        self.slots = slots or asyncio.Semaphore(self.parallel)
         self.result = MoveResult()
         self._urls: dict[ObjectKey, _Url] = {}
         self._ready: deque[ObjectFile] = deque()  # signed, not yet started
@@ -77,7 +110,7 @@ class ObjectMover:
         self._grown_for = 0  # the page after which the queue last grew for a starving worker
         self._refresh_lock = asyncio.Lock()
 
-    async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, HttpRequest | None]]:
+    async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, Transfer | None]]:
         answers = await self.negotiate(page)
         now = time.time()
         for item, request in answers:
@@ -92,7 +125,7 @@ class ObjectMover:
             async with self._changed:
                 # refill when half the window is left: the answer arrives before the workers run dry
                 await self._changed.wait_for(lambda: len(self._ready) <= self._window // 2)
-            page = objects[start : start + self._window]
+            page = pages(objects[start : start + self._window], self.page_size)[0]
             start += len(page)
             answers = await self._ask(page)
             work = [item for item, request in answers if request is not None]
@@ -123,7 +156,7 @@ class ObjectMover:
             self._changed.notify_all()
             return item
 
-    async def _refresh(self, item: ObjectFile, force: bool) -> HttpRequest:
+    async def _refresh(self, item: ObjectFile, force: bool) -> Transfer:
         async with self._refresh_lock:
             current = self._urls[_key(item)]
             now = time.time()
@@ -133,27 +166,31 @@ class ObjectMover:
             if queued:
                 # URLs went stale while they waited: the queue is too long for their lifetime
                 self._window = min(self.page_size, max(self.parallel, self._window // 2))
-            batch = [item, *queued]
-            for start in range(0, len(batch), self.page_size):
-                answers = await self._ask(batch[start : start + self.page_size])
+            for page in pages([item, *queued], self.page_size):
+                answers = await self._ask(page)
                 self.result.refreshed_urls += sum(1 for _, r in answers if r is not None)
             return self._urls[_key(item)].request
 
     async def _one(self, item: ObjectFile) -> None:
-        key = _key(item)
-        request = self._urls[key].request
-        for _ in range(MAX_REFRESHES_PER_OBJECT):
-            if self._urls[key].stale(time.time()):
-                request = await self._refresh(item, force=False)
-            try:
-                # not `+= await ...`: that reads the total before awaiting and loses updates
-                moved = await self.work(item, request)
-                self.result.bytes += moved
-                self.result.transferred += 1
-                return
-            except UrlExpired:
-                request = await self._refresh(item, force=True)
-        raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs")
+        async with self.slots:
+            key = _key(item)
+            request = self._urls[key].request
+            refusals = 0
+            while True:
+                if self._urls[key].stale(time.time()):
+                    request = await self._refresh(item, force=False)
+                try:
+                    # not `+= await ...`: that reads the total before awaiting and loses updates
+                    moved = await self.work(item, request)
+                    self.result.bytes += moved
+                    self.result.transferred += 1
+                    return
+                except UrlExpired as refused:
+                    self.result.bytes += refused.moved
+                    refusals = 0 if refused.moved else refusals + 1
+                    if refusals >= MAX_REFRESHES_PER_OBJECT:
+                        raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs") from None
+                    request = await self._refresh(item, force=True)
 
     async def _worker(self) -> None:
         while (item := await self._next()) is not None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import threading
 import time
@@ -14,9 +15,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 import pytest
 
-from smart_transfer.storage import InvalidKey, ObjectNotFound, ObjectStore, PresignedRequest
-from smart_transfer.storage.digest import md5_base64
+from smart_transfer.storage import (
+    InvalidKey,
+    MultipartRefused,
+    NoSuchUpload,
+    ObjectNotFound,
+    ObjectStore,
+    PresignedRequest,
+)
+from smart_transfer.storage.digest import md5_base64, multipart_etag
 from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.parts import MIB
 from smart_transfer.storage.s3 import S3Store
 from tests.conftest import S3Env, ServerProcess
 
@@ -236,3 +245,110 @@ def test_md5_bound_put_without_the_header_is_refused(store: ObjectStore, ns: str
     response = httpx.put(put.url, content=b"body", timeout=30)
     assert response.status_code in (400, 403)
     assert not store.exists(f"{ns}/h")
+
+
+# -- multipart uploads and ranges: S3's flow, which the embedded store implements too ----------------
+
+PART_ONE = bytes(range(256)) * (5 * MIB // 256)  # S3's smallest part that is not the last one
+PART_TWO = b"the last part may be small"
+
+
+def _md5_hex(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def _put_part(store: ObjectStore, key: str, upload_id: str, number: int, body: bytes) -> httpx.Response:
+    request = store.presign_upload_part(key, upload_id, number, md5_base64(body), 60)
+    assert request.headers == {"Content-MD5": md5_base64(body)}
+    return send(request, body)
+
+
+def test_a_multipart_upload_through_presigned_parts(store: ObjectStore, ns: str) -> None:
+    key = f"{ns}/data/large"
+    upload_id = store.create_multipart(key)
+    assert [(u.key, u.upload_id) for u in store.list_multipart(f"{ns}/")] == [(key, upload_id)]
+    assert _put_part(store, key, upload_id, 2, PART_TWO).status_code == 200
+    response = _put_part(store, key, upload_id, 1, PART_ONE)
+    assert response.status_code == 200 and response.headers["etag"].strip('"') == _md5_hex(PART_ONE)
+    held = store.list_parts(key, upload_id)
+    assert [(p.number, p.size, p.etag) for p in held] == [
+        (1, len(PART_ONE), _md5_hex(PART_ONE)),
+        (2, len(PART_TWO), _md5_hex(PART_TWO)),
+    ]
+    assert not store.exists(key)  # nothing is visible before the upload completes
+    info = store.complete_multipart(key, upload_id, [(1, _md5_hex(PART_ONE)), (2, _md5_hex(PART_TWO))])
+    assert info.size == len(PART_ONE) + len(PART_TWO)
+    assert info.etag == store.head(key).etag == multipart_etag([_md5_hex(PART_ONE), _md5_hex(PART_TWO)])  # type: ignore[union-attr]
+    assert store.get(key) == PART_ONE + PART_TWO
+    assert list(store.list_multipart(f"{ns}/")) == []
+    with pytest.raises(NoSuchUpload):
+        store.list_parts(key, upload_id)
+
+
+def test_a_part_with_another_body_or_number_is_refused(store: ObjectStore, ns: str) -> None:
+    key = f"{ns}/data/wrong"
+    upload_id = store.create_multipart(key)
+    request = store.presign_upload_part(key, upload_id, 1, md5_base64(PART_TWO), 60)
+    assert send(request, b"not the promised part").status_code in (400, 403)
+    parts = parse_qsl(urlsplit(request.url).query)
+    renumbered = [(k, "2" if k in ("partNumber", "part") else v) for k, v in parts]
+    url = urlunsplit(urlsplit(request.url)._replace(query=urlencode(renumbered)))
+    assert httpx.put(url, content=PART_TWO, headers=request.headers, timeout=30).status_code == 403
+    assert store.list_parts(key, upload_id) == []
+    store.abort_multipart(key, upload_id)
+
+
+def test_completion_refuses_missing_wrong_or_small_parts(store: ObjectStore, ns: str) -> None:
+    key = f"{ns}/data/incomplete"
+    upload_id = store.create_multipart(key)
+    assert _put_part(store, key, upload_id, 1, PART_TWO).status_code == 200
+    assert _put_part(store, key, upload_id, 2, PART_TWO).status_code == 200
+    for parts in (
+        [(1, _md5_hex(PART_TWO)), (3, _md5_hex(PART_TWO))],  # part 3 was never sent
+        [(1, _md5_hex(PART_ONE)), (2, _md5_hex(PART_TWO))],  # part 1 holds other bytes
+        [(1, _md5_hex(PART_TWO)), (2, _md5_hex(PART_TWO))],  # part 1 is under 5 MiB
+    ):
+        with pytest.raises(MultipartRefused):
+            store.complete_multipart(key, upload_id, parts)
+        assert not store.exists(key)
+    store.abort_multipart(key, upload_id)
+
+
+def test_an_aborted_upload_is_gone(store: ObjectStore, ns: str) -> None:
+    key = f"{ns}/data/aborted"
+    upload_id = store.create_multipart(key)
+    request = store.presign_upload_part(key, upload_id, 1, md5_base64(PART_TWO), 60)
+    store.abort_multipart(key, upload_id)
+    store.abort_multipart(key, upload_id)  # twice: not an error
+    assert list(store.list_multipart(f"{ns}/")) == []
+    with pytest.raises(NoSuchUpload):
+        store.list_parts(key, upload_id)
+    assert send(request, PART_TWO).status_code == 404
+    with pytest.raises(NoSuchUpload):
+        store.complete_multipart(key, upload_id, [(1, _md5_hex(PART_TWO))])
+
+
+def test_presigned_gets_answer_ranges(store: ObjectStore, ns: str) -> None:
+    body = os.urandom(100_000)
+    store.put(f"{ns}/r", body)
+    get = store.presign_get(f"{ns}/r", 60)
+    response = send(get, headers={"Range": "bytes=1000-1999"})
+    assert response.status_code == 206
+    assert response.headers["content-range"] == f"bytes 1000-1999/{len(body)}"
+    assert response.content == body[1000:2000]
+
+
+def test_a_file_above_the_threshold_is_stored_in_parts(store: ObjectStore, ns: str, tmp_path: Path) -> None:
+    path = tmp_path / "large"
+    path.write_bytes(PART_ONE + PART_ONE + PART_TWO)
+    if isinstance(store, S3Store):
+        store.multipart_threshold, store.part_size = 5 * MIB, 5 * MIB
+    info = store.put_file(f"{ns}/f", path)
+    assert info.size == path.stat().st_size
+    assert store.get(f"{ns}/f") == path.read_bytes()
+    expected = (
+        multipart_etag([_md5_hex(PART_ONE), _md5_hex(PART_ONE), _md5_hex(PART_TWO)])
+        if isinstance(store, S3Store)
+        else _md5_hex(path.read_bytes())
+    )
+    assert info.etag == store.head(f"{ns}/f").etag == expected  # type: ignore[union-attr]

@@ -40,6 +40,7 @@ object_files = st.builds(
     physical_hash=hashes,
     size=st.integers(0, 10**12),
     md5=st.none() | st.just("1B2M2Y8AsgTpgAmY7PhCfg=="),
+    part_md5s=st.none() | st.lists(st.just("1B2M2Y8AsgTpgAmY7PhCfg=="), min_size=1, max_size=4),
 )
 requests = st.builds(
     m.HttpRequest,
@@ -92,7 +93,18 @@ messages = st.one_of(
             st.builds(
                 m.PushObjectTransfer,
                 object_file=object_files,
-                transfer=st.one_of(st.just(m.SkipUpload()), st.builds(m.HttpUpload, request=requests)),
+                transfer=st.one_of(
+                    st.just(m.SkipUpload()),
+                    st.builds(m.HttpUpload, request=requests),
+                    st.builds(
+                        m.MultipartUpload,
+                        upload_id=st.text(min_size=1, max_size=20),
+                        part_size=st.integers(1, 2**33),
+                        parts=st.lists(
+                            st.builds(m.UploadPart, part_number=st.integers(1, 1024), request=requests), max_size=3
+                        ),
+                    ),
+                ),
             ),
             max_size=3,
         ),
@@ -136,7 +148,9 @@ SAMPLES: dict[str, m.Message | m.MetadataTarball] = {
     "DatasetPullHeadMoved": m.DatasetPullHeadMoved(head=SAMPLE_HASH),
     "DatasetPushRequest": m.DatasetPushRequest(transfer_plan=PLAN),
     "DatasetPushRequestAccepted": m.DatasetPushRequestAccepted(current_head=None),
-    "DatasetPushMetadataAccepted": m.DatasetPushMetadataAccepted(num_blocks=1, num_objects=0, max_objects_per_page=1),
+    "DatasetPushMetadataAccepted": m.DatasetPushMetadataAccepted(
+        num_blocks=1, num_objects=0, max_objects_per_page=1, multipart_threshold=64 << 20, part_size=32 << 20
+    ),
     "DatasetPushObjectsTransferRequest": m.DatasetPushObjectsTransferRequest(
         object_files=[m.ObjectFile(kind="data", physical_hash=SAMPLE_HASH, size=1, md5="1B2M2Y8AsgTpgAmY7PhCfg==")]
     ),

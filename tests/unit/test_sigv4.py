@@ -79,3 +79,46 @@ def test_urls_are_exactly_botocores(
         now=moment.replace(tzinfo=datetime.UTC).timestamp(),
     )
     assert ours == expected
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    endpoints,
+    keys,
+    st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40),
+    st.integers(1, 10_000),
+    st.integers(1, 604800),
+    tokens,
+    moments,
+    st.binary(min_size=16, max_size=16).map(lambda b: __import__("base64").b64encode(b).decode()),
+)
+def test_upload_part_urls_are_exactly_botocores(
+    endpoint: str,
+    key: str,
+    upload_id: str,
+    part: int,
+    expires: int,
+    token: str | None,
+    moment: datetime.datetime,
+    md5: str,
+) -> None:
+    session = boto3.session.Session(
+        aws_access_key_id="AKID", aws_secret_access_key="secret-key", aws_session_token=token, region_name="us-east-1"
+    )
+    client = session.client(
+        "s3", endpoint_url=endpoint, config=Config(signature_version="s3v4", s3={"addressing_style": "path"})
+    )
+    params = {"Bucket": "bucket", "Key": key, "UploadId": upload_id, "PartNumber": part, "ContentMD5": md5}
+    with mock.patch("botocore.auth.get_current_datetime", return_value=moment):
+        expected = client.generate_presigned_url("upload_part", Params=params, ExpiresIn=expires)
+    client.close()
+    ours = QueryPresigner(endpoint, "bucket", "us-east-1").presign(
+        "PUT",
+        key,
+        expires,
+        Credentials("AKID", "secret-key", token),
+        md5,
+        now=moment.replace(tzinfo=datetime.UTC).timestamp(),
+        query=(("uploadId", upload_id), ("partNumber", str(part))),
+    )
+    assert ours == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,15 @@ def _duration(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError("a duration cannot be negative")
     return value
+
+
+def _size(text: str) -> int:
+    from smart_transfer.transfer.ratelimit import parse_rate
+
+    try:
+        return parse_rate(text)  # the same units: 5M, 64MiB, 1G, or bytes
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 5M, 64MiB, 1G)") from None
 
 
 def _check_s3(args: argparse.Namespace) -> None:
@@ -72,6 +82,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     try:
+        settings.check_parts()
         settings.check_exposure()
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
@@ -139,10 +150,12 @@ def run_gc(args: argparse.Namespace) -> int:
         return 0
     for key in report.deleted:
         print(f"{verb} {key}")
+    for upload in report.aborted_uploads:
+        print(f"{'would abort' if args.dry_run else 'aborted'} the unfinished upload of {upload}")
     print(
         f"{report.datasets} dataset(s): {verb} {len(report.deleted)} unreferenced object(s) "
-        f"({report.deleted_bytes} bytes); kept {report.kept} referenced and {report.too_young} younger than "
-        f"the grace period"
+        f"({report.deleted_bytes} bytes), {len(report.aborted_uploads)} unfinished upload(s); kept "
+        f"{report.kept} referenced and {report.too_young} younger than the grace period"
     )
     return 0
 
@@ -161,7 +174,7 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
 
 
 #: serve's numeric limits and bounds: (flag, type, default, help, ServerSettings field).
-LIMITS: list[tuple[str, type, object, str, str]] = [
+LIMITS: list[tuple[str, Callable[[str], object], object, str, str]] = [
     ("--url-ttl", int, defaults.DEFAULT_URL_TTL_SECONDS, "lifetime of presigned URLs, seconds", "url_ttl_seconds"),
     (
         "--max-objects-per-page",
@@ -306,6 +319,20 @@ LIMITS: list[tuple[str, type, object, str, str]] = [
         "follow_poll_max_seconds",
     ),
     (
+        "--multipart-threshold",
+        _size,
+        defaults.DEFAULT_MULTIPART_THRESHOLD,
+        "objects larger than this are uploaded in parts (multipart: parallel, resumable part by part)",
+        "multipart_threshold",
+    ),
+    (
+        "--part-size",
+        _size,
+        defaults.DEFAULT_PART_SIZE,
+        "size of those parts, 5M..5G (grown for objects that would need more than 1024 parts)",
+        "part_size",
+    ),
+    (
         "--error-log-rate",
         float,
         defaults.DEFAULT_ERROR_LOG_RATE,
@@ -432,7 +459,8 @@ def register(commands: Commands) -> None:
         "gc",
         help="server side: delete blocks and objects no chain references (left by failed pushes)",
         description="Delete blocks that are on no dataset's chain and data and checkpoint objects no chain "
-        "references, once they are older than the grace period. The chain, what it references, and young blocks "
+        "references, once they are older than the grace period, and abort multipart uploads started before then. "
+        "The chain, what it references, and young blocks "
         "a running push may still commit are never deleted. Keep --grace at least the server's --session-timeout.",
     )
     gc.add_argument("--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)")

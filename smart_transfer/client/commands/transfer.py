@@ -98,10 +98,10 @@ def report(summary: TransferSummary, as_json: bool) -> None:
 
 def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallback | None) -> Client:
     from smart_transfer.client.sdk import Client
-    from smart_transfer.transfer.limits import Timeouts
+    from smart_transfer.transfer.limits import LargeObjects, Timeouts
 
-    if args.parallel < 1:
-        raise CliError("--parallel must be at least 1", EXIT_USAGE)
+    if args.parallel < 1 or args.parallel_parts < 1:
+        raise CliError("--parallel and --parallel-parts must be at least 1", EXIT_USAGE)
     return Client(
         workspace,
         token=token(args),
@@ -115,6 +115,7 @@ def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallbac
         answer_timeout=args.answer_timeout,
         keepalive_interval=args.keepalive_interval,
         peers=not getattr(args, "no_peers", False),
+        large=LargeObjects(args.range_threshold, args.range_size, args.parallel_parts),
     )
 
 
@@ -190,6 +191,23 @@ def run_verify(args: argparse.Namespace) -> int:
 def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
     parser.add_argument("--force", action="store_true", help=force_help)
     parser.add_argument("--parallel", type=int, default=limits.DEFAULT_PARALLEL, help="concurrent object transfers")
+    large = parser.add_argument_group("large objects")
+    large.add_argument(
+        "--parallel-parts",
+        type=int,
+        default=limits.DEFAULT_PARALLEL_PARTS,
+        help="ranges (pull) or parts (push) of one large object in flight at once, within --parallel",
+    )
+    large.add_argument(
+        "--range-threshold",
+        type=rate,
+        default=limits.DEFAULT_RANGE_THRESHOLD,
+        metavar="SIZE",
+        help="pull objects larger than this as parallel ranged GETs, resumable range by range (e.g. 64M)",
+    )
+    large.add_argument(
+        "--range-size", type=rate, default=limits.DEFAULT_RANGE_SIZE, metavar="SIZE", help="size of those ranges"
+    )
     add_token_option(parser)
     parser.add_argument(
         "--limit-rate",

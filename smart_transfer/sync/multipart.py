@@ -1,0 +1,91 @@
+"""Multipart uploads of a push, decided once for every store: what a large object's parts are and the
+ETag they promise, which upload a resumed push continues (the server lists the parts a store holds,
+so a push killed mid-object sends only the parts still missing), and the completion, checked part by
+part before the verified commit (``sync.commit``) checks the assembled object's size and ETag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.messages import ObjectFile
+from smart_transfer.storage import MultipartRefused, NoSuchUpload, ObjectStore, UploadedPart
+from smart_transfer.storage.digest import md5_hex_from_base64, multipart_etag
+from smart_transfer.storage.parts import Part, layout, part_size_for
+
+
+@dataclass(frozen=True)
+class PartsPromise:
+    """A large object's parts as the client promised them: the layout and each part's MD5 (hex)."""
+
+    parts: list[Part]
+    md5s: list[str]
+
+    @property
+    def etag(self) -> str:
+        """The ETag the assembled object must have."""
+        return multipart_etag(self.md5s)
+
+    def holds(self, part: UploadedPart) -> bool:
+        """Whether a part the store holds is the promised one (number, size and MD5)."""
+        if not 1 <= part.number <= len(self.parts):
+            return False
+        return part.size == self.parts[part.number - 1].length and part.etag == self.md5s[part.number - 1]
+
+
+def promise_of(item: ObjectFile, threshold: int, part_size: int) -> PartsPromise | None:
+    """The parts promise of an object to upload, None when it goes in one PUT (then its ``md5`` is
+    required). BadMessage when the object does not carry what its size calls for."""
+    if item.size <= threshold:
+        if item.md5 is None or item.part_md5s is not None:
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE, f"object {item.physical_hash} ({item.size} bytes) needs its md5 and no parts"
+            )
+        return None
+    parts = layout(item.size, part_size_for(item.size, part_size))
+    if item.part_md5s is None or len(item.part_md5s) != len(parts):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE,
+            f"object {item.physical_hash} ({item.size} bytes) is uploaded in {len(parts)} parts: "
+            f"give their {len(parts)} MD5s (part_md5s)",
+        )
+    return PartsPromise(parts, [md5_hex_from_base64(md5) for md5 in item.part_md5s])
+
+
+def resume_or_start(store: ObjectStore, key: str, promise: PartsPromise, known: str | None) -> tuple[str, list[Part]]:
+    """The upload of ``key`` to continue (``known``, else the one in progress holding the most promised
+    parts) or a new one, and the parts it still lacks."""
+    candidates = [known] if known is not None else [u.upload_id for u in store.list_multipart(key) if u.key == key]
+    best: tuple[str, set[int]] | None = None
+    for upload_id in candidates:
+        try:
+            held = {part.number for part in store.list_parts(key, upload_id) if promise.holds(part)}
+        except NoSuchUpload:
+            continue
+        if best is None or len(held) > len(best[1]):
+            best = (upload_id, held)
+    if best is None:
+        best = (store.create_multipart(key), set())
+    upload_id, held = best
+    return upload_id, [part for part in promise.parts if part.number not in held]
+
+
+def complete(store: ObjectStore, key: str, upload_id: str, promise: PartsPromise) -> str | None:
+    """Assemble the object once every promised part is in the store; else what is wrong (the upload is
+    kept, so that a re-run sends only what is missing)."""
+    try:
+        held = {part.number for part in store.list_parts(key, upload_id) if promise.holds(part)}
+    except NoSuchUpload:
+        info = store.head(key)  # assembled meanwhile by another push of the same object?
+        return None if info is not None and info.etag == promise.etag else "its upload is gone (aborted?)"
+    missing = [part.number for part in promise.parts if part.number not in held]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        return f"{len(missing)} of {len(promise.parts)} parts not uploaded (parts {shown})"
+    try:
+        store.complete_multipart(
+            key, upload_id, [(part.number, md5) for part, md5 in zip(promise.parts, promise.md5s, strict=True)]
+        )
+    except MultipartRefused as exc:
+        return str(exc)
+    return None

@@ -153,7 +153,8 @@ def test_a_wrong_part_is_refused_and_nothing_commits(
 ) -> None:
     import httpx
 
-    import smart_transfer.client.push as push_module
+    # the push flow imports upload_parts where objects move: patch it where it lives
+    import smart_transfer.transfer.multipart as push_module
 
     a = tmp_path / "a"
     run_cli("add", dataset_name, str(_large_file(tmp_path / "in")), workspace=a)

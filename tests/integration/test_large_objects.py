@@ -44,6 +44,13 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     started.backend = request.param
     yield started
     started.stop()
+    if s3 is not None:  # the shared S3 keeps objects in RAM: give back what this module stored
+        leftovers = S3Store(s3.bucket, _prefix(started), endpoint_url=s3.endpoint)
+        for upload in leftovers.list_multipart(""):
+            leftovers.abort_multipart(upload.key, upload.upload_id)
+        for info in list(leftovers.list("")):
+            leftovers.delete(info.key)
+        leftovers.close()
 
 
 def _prefix(server: ServerProcess) -> str:

@@ -11,7 +11,9 @@ pull, and a push resumed after an attempt that uploaded every object but died be
 driver (the CLI's Python process) and of its JVM, a 10-row change into the keyed dataset, and how many
 bytes a push moves after it compared with the first push. Run alone (--cases i) it needs no S3.
 
-Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios.
+Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios;
+the extra figures include the storage PUTs of each smart push (the server's own PutObject calls from its
+/metrics, plus one presigned PUT per uploaded object).
 Speed is measured here, never asserted in tests.
 """
 
@@ -151,6 +153,22 @@ class Bench:
     def s5(self, *args: str) -> float:
         return timed([S5CMD, "--endpoint-url", self.endpoint, "--numworkers", str(PARALLEL), *args], self.env)[0]
 
+    def server_puts(self) -> int:
+        """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/metrics") as response:
+            text = response.read().decode()
+        found = re.search(r'^smart_transfer_store_seconds_count\{operation="PutObject"\} (\S+)$', text, re.M)
+        return int(float(found.group(1))) if found else 0
+
+    def counted_push(self, *args: str) -> tuple[float, dict[str, Any], int]:
+        """A push, and the storage PUTs it cost: the server's own (blocks, refs) plus one presigned
+        PUT per object the client uploaded."""
+        before = self.server_puts()
+        seconds, summary = self.cli("push", *args)
+        return seconds, summary, self.server_puts() - before + int(summary.get("objects_transferred", 0))
+
     def cli(self, *args: str) -> tuple[float, dict[str, Any]]:
         elapsed, out = timed([*CLI, *args], self.env)
         return elapsed, json.loads(out) if out.strip().startswith("{") else {}
@@ -179,10 +197,11 @@ class Bench:
         total = count * size
         for rep in range(self.reps):
             remote = f"{self.url}/{name}-{rep}"
-            seconds, _ = self.cli(
-                "push", name, remote, "--json", "--parallel", str(PARALLEL), "--workspace", str(workspace)
+            seconds, _, puts = self.counted_push(
+                name, remote, "--json", "--parallel", str(PARALLEL), "--workspace", str(workspace)
             )
             self.record(case, "smart push", seconds, count, total)
+            self.extra.setdefault(f"{case}_smart_push_storage_puts", []).append(puts)
             seconds, _ = self.cli(
                 "pull",
                 remote,
@@ -288,8 +307,9 @@ class Bench:
         )
         workspace = self.work / "ws-chain"
         subprocess.run([sys.executable, "-c", build, str(workspace), str(blocks - 1)], check=True, env=self.env)
-        seconds, _ = self.cli("push", "chain", f"{self.url}/chain", "--json", "--workspace", str(workspace))
+        seconds, _, puts = self.counted_push("chain", f"{self.url}/chain", "--json", "--workspace", str(workspace))
         self.extra["d_setup_push_s"] = round(seconds, 2)
+        self.extra["d_setup_push_storage_puts"] = puts
         for rep in range(self.reps):
             seconds, summary = self.cli(
                 "pull", f"{self.url}/chain", "--json", "--workspace", str(self.work / f"chain-{rep}")

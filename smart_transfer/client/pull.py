@@ -127,8 +127,8 @@ async def _fetch_objects(
 ) -> None:
     bundle = start.bundle
     refs = bundle.objects()
-    # blocks are invisible until head moves: write them while the objects download
-    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, bundle.blocks))
+    # blocks are invisible until head moves: write their pack while the objects download
+    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, bundle.blocks, bundle.pack))
     try:
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
         repairs = await asyncio.to_thread(_repairs, dataset, base)

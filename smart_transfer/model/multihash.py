@@ -7,6 +7,7 @@ sha2-256 (code 0x12) is the default so that S3 and Git LFS tooling can check obj
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +18,10 @@ SHA3_256 = 0x16
 
 #: Supported hash functions: multicodec code -> (name for hashlib, digest length in bytes).
 _ALGORITHMS: dict[int, tuple[str, int]] = {SHA2_256: ("sha256", 32), SHA3_256: ("sha3_256", 32)}
+#: Their constructors, called directly: hashing 100,000 blocks must not pay hashlib.new's lookup each time.
+_CONSTRUCTORS: dict[int, Callable[[bytes], Hasher]] = {SHA2_256: hashlib.sha256, SHA3_256: hashlib.sha3_256}
+#: The binary form's length: code and length bytes, then the digest (32 bytes for both codes).
+BINARY_LENGTH = 2 + 32
 _HEX = frozenset("0123456789abcdef")
 #: Both codes and both lengths fit one varint byte, so every supported multihash has this text length.
 TEXT_LENGTH = 1 + 2 + 2 + 64
@@ -49,9 +54,21 @@ class Multihash:
     @classmethod
     def of(cls, data: bytes, code: int = SHA2_256) -> Multihash:
         """The multihash of ``data``."""
-        hasher = new_hasher(code)
-        hasher.update(data)
-        return cls(code, hasher.digest())
+        constructor = _CONSTRUCTORS.get(code)
+        if constructor is None:
+            raise InvalidMultihash(f"unsupported multihash code 0x{code:x}")
+        return cls(code, constructor(data).digest())
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Multihash:
+        """Parse the binary form: code, length, digest (one byte each for the supported codes)."""
+        if len(raw) < 2 or raw[1] != len(raw) - 2:
+            raise InvalidMultihash(f"not a binary multihash: {raw[:8].hex()}... ({len(raw)} bytes)")
+        return cls(raw[0], raw[2:])
+
+    def to_bytes(self) -> bytes:
+        """The binary form (``BINARY_LENGTH`` bytes for the supported codes)."""
+        return bytes((self.code, len(self.digest))) + self.digest
 
     @classmethod
     def parse(cls, text: str) -> Multihash:
@@ -74,15 +91,15 @@ class Multihash:
 
     def matches(self, data: bytes) -> bool:
         """Whether ``data`` hashes to this multihash."""
-        return Multihash.of(data, self.code) == self
+        return _CONSTRUCTORS[self.code](data).digest() == self.digest
 
 
 def new_hasher(code: int = SHA2_256) -> Hasher:
     """A streaming hasher for ``code``; finish with ``Multihash(code, hasher.digest())``."""
-    algorithm = _ALGORITHMS.get(code)
-    if algorithm is None:
+    constructor = _CONSTRUCTORS.get(code)
+    if constructor is None:
         raise InvalidMultihash(f"unsupported multihash code 0x{code:x}")
-    return hashlib.new(algorithm[0])
+    return constructor(b"")
 
 
 def hash_text(value: Multihash | None) -> str | None:

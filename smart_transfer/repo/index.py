@@ -1,6 +1,7 @@
 """The RocksDB (rocksdict) index of a repository: per dataset, the tip it was synced to, block bytes
-by hash, block hash by sequence number, and objects known to be present. Everything in it can be
-rebuilt from the store (delete the directory), so it is a cache that makes reads O(1) round trips."""
+by hash, block hash by sequence number, the block packs whose blocks it holds, and objects known to be
+present. Everything in it can be rebuilt from the store (delete the directory), so it is a cache that
+makes reads O(1) round trips."""
 
 from __future__ import annotations
 
@@ -72,12 +73,20 @@ class RepositoryIndex:
         return Multihash.parse(text), int(offset)
 
     def hashes_between(self, dataset: DatasetName, first_seq: int, last_seq: int) -> Iterator[Multihash]:
-        """Hashes of blocks ``first_seq..last_seq`` (inclusive) of the indexed chain, in order."""
-        for seq in range(first_seq, last_seq + 1):
-            entry = self.entry_at(dataset, seq)
-            if entry is None:
-                raise RepositoryError(f"index of {dataset} has no block {seq}; delete the index to rebuild it")
-            yield entry[0]
+        """Hashes of blocks ``first_seq..last_seq`` (inclusive) of the indexed chain, in order (one
+        scan of the sequence entries, not a lookup per block)."""
+        expected = first_seq
+        if first_seq <= last_seq:
+            for key, value in self._db.items(from_key=_key(dataset, "s", _SEQ.pack(first_seq))):
+                assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
+                if key != _key(dataset, "s", _SEQ.pack(expected)):
+                    break
+                yield Multihash.parse(value.partition(b" ")[0].decode())
+                if expected == last_seq:
+                    return
+                expected += 1
+        if expected <= last_seq:
+            raise RepositoryError(f"index of {dataset} has no block {expected}; delete the index to rebuild it")
 
     def object_size(self, dataset: DatasetName, kind: ObjectKind, object_hash: Multihash) -> int | None:
         raw = self._db.get(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()))
@@ -99,12 +108,21 @@ class RepositoryIndex:
         raw = self._db.get(_key(dataset, "m", f"{kind.value}/{object_hash}".encode()))
         return None if raw is None else raw.decode()
 
-    def record_blocks(self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
-        """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain)."""
+    def record_blocks(
+        self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]], pack: Multihash | None = None
+    ) -> None:
+        """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain);
+        with ``pack``, remember too that every block of that pack is cached (one batch)."""
         batch = WriteBatch(raw_mode=True)
         for block_hash, data in blocks:
             batch.put(_key(dataset, "b", str(block_hash).encode()), data)
+        if pack is not None:
+            batch.put(_key(dataset, "p", str(pack).encode()), b"")
         self._db.write(batch)
+
+    def has_pack(self, dataset: DatasetName, pack: Multihash) -> bool:
+        """Whether every block of ``pack`` is cached here."""
+        return self._db.get(_key(dataset, "p", str(pack).encode())) is not None
 
     def advance(
         self,

@@ -10,7 +10,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef
+from smart_transfer.model import ChainTip, Multihash, ObjectRef
 from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError
 from smart_transfer.protocol.messages import (
     DatasetPushComplete,
@@ -111,9 +111,8 @@ def _negotiate(
     return transfers
 
 
-def _verify_and_commit(dataset: DatasetRepository, state: PushState, skipped_blocks: list[NewBlock]) -> ChainTip:
-    """Check every required object, then CAS head (worker thread)."""
-    dataset.ensure_blocks_stored(skipped_blocks)
+def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip:
+    """Check every required object, then CAS head (worker thread; the blocks' pack is stored)."""
     verify_uploads(dataset, list(state.required.values()), state.promised_md5)
     if not state.bundle.blocks:
         if state.remote_tip is None:
@@ -154,9 +153,9 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
     await session.send(accepted)
     tarball = await session.expect(MetadataTarball)
     await asyncio.to_thread(_attach, dataset, state, request, tarball.data)
-    # Blocks are invisible until head moves, so write them while the client uploads the objects
-    # (a failed push leaves them for gc, like its objects).
-    writing = asyncio.create_task(asyncio.to_thread(dataset.stage_blocks, state.bundle.blocks))
+    # Blocks are invisible until head moves, so write their pack (one store write) while the client
+    # uploads the objects (a failed push leaves it for gc, like its objects).
+    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, state.bundle.blocks, state.bundle.pack))
     writing.add_done_callback(lambda task: task.cancelled() or task.exception())
     await session.send(
         DatasetPushMetadataAccepted(
@@ -173,8 +172,8 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
         transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, settings)
         server.metrics.urls_signed.labels("PUT").inc(sum(isinstance(t.transfer, HttpUpload) for t in transfers))
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
-    skipped_blocks = await writing
-    committing = asyncio.to_thread(_verify_and_commit, dataset, state, skipped_blocks)
+    await writing
+    committing = asyncio.to_thread(_verify_and_commit, dataset, state)
     new_tip = await _with_keep_alive(session, committing, settings.keepalive_interval_seconds)
     old_head = str(state.remote_tip.head) if state.remote_tip is not None else None
     await session.send(DatasetPushCompleteConfirmed(old_head=old_head, new_head=str(new_tip.head)))

@@ -23,7 +23,7 @@ from smart_transfer.model.block import utc_now
 from smart_transfer.repo import HeadMoved, ObjectKind, Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
-from smart_transfer.repo.layout import block_key, object_key
+from smart_transfer.repo.layout import object_key
 from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.s3 import S3Store
@@ -157,13 +157,14 @@ def test_index_follows_a_rewrite_made_elsewhere(make_store: object, tmp_path: Pa
         assert [h for h, _ in b.dataset("rw").blocks_after(after, None)] == [*hashes[:2], other.hash]
 
 
-def test_a_corrupted_stored_block_is_reported(make_store: object, tmp_path: Path) -> None:
+def test_a_corrupted_stored_pack_is_reported(make_store: object, tmp_path: Path) -> None:
     store = make_store()  # type: ignore[operator]
     with Repository(store, tmp_path / "index-a") as repo:
         dataset = repo.dataset("corrupt")
         _add_data(dataset, b"one")
-        tip = dataset.require_tip()
-        store.put(block_key(dataset.name, tip.head), b'{"garbage":true}')
+        (pack,) = dataset.blocks.packs()
+        data = store.get(pack.key)
+        store.put(pack.key, data[:-2] + b"}}")  # same size, other bytes
     with (
         Repository(make_store(), tmp_path / "index-b") as fresh,
         pytest.raises(CorruptRepository, match="does not match its hash"),

@@ -16,8 +16,9 @@ from smart_transfer.client.errors import DivergedError, LocalError, SmartTransfe
 from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, move_objects
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transport import LocalChain, PullStart, Transport
-from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
+from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
 from smart_transfer.model.multihash import hash_text
+from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
@@ -58,13 +59,14 @@ def _repairs(dataset: DatasetRepository, base: ChainTip | None) -> list[ObjectRe
     (e.g. moved to quarantine by verify): the pull fetches them again."""
     if base is None:
         return []
-    blocks = [NewBlock.decode(data, h) for h, data in dataset.blocks_after(base, None)]
+    # committed blocks were validated when they were: a light parse finds what they reference
+    refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
     manifests = {}
-    for ref in objects_of(blocks):
+    for ref in refs:
         if ref.kind is ObjectKind.CHECKPOINT and not dataset.objects_missing([ref]):
             with contextlib.suppress(RepositoryError):
                 manifests[ref.physical_hash] = dataset.read_manifest(ref)
-    return dataset.objects_missing(objects_of(blocks, manifests))
+    return dataset.objects_missing(with_files(refs, manifests))
 
 
 async def pull(

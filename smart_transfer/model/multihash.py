@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from smart_transfer.model.errors import InvalidMultihash
@@ -43,6 +43,9 @@ class Multihash:
 
     code: int
     digest: bytes
+    #: The text form, kept once known: a 100,000-block chain turns hashes into text (keys, JSON,
+    #: messages) several times per block.
+    _text: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         algorithm = _ALGORITHMS.get(self.code)
@@ -81,10 +84,12 @@ class Multihash:
         raw = bytes.fromhex(text[1:])
         if raw[1] != len(raw) - 2:
             raise InvalidMultihash(f"multihash length byte {raw[1]} does not match {len(raw) - 2} digest bytes")
-        return cls(raw[0], raw[2:])
+        return cls(raw[0], raw[2:], text)
 
     def __str__(self) -> str:
-        return "f" + bytes((self.code, len(self.digest))).hex() + self.digest.hex()
+        if not self._text:
+            object.__setattr__(self, "_text", "f" + bytes((self.code, len(self.digest))).hex() + self.digest.hex())
+        return self._text
 
     def __repr__(self) -> str:
         return f"Multihash({str(self)!r})"

@@ -130,6 +130,7 @@ class DatasetRepository:
         except ModelError as exc:
             raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
         base = self.chain_tip_at(walk.base) if walk.base is not None else None
+        self.index.record_blocks(self.name, ((b.hash, b.data) for b in walk.blocks))
         self._record(indexed, base, walk.blocks)
         return self.index.tip(self.name)
 
@@ -141,9 +142,10 @@ class DatasetRepository:
         manifests: Mapping[Multihash, CheckpointManifest] | None = None,
         new_tip: ChainTip | None = None,
     ) -> ChainTip:
-        """Record ``blocks`` on top of ``base`` in the index as the new chain, with every object they
-        reference (checkpoint files from ``manifests`` or, if absent, the store). They are validated
-        first unless the caller did (``new_tip``: what validating them gave)."""
+        """Record ``blocks`` (whose bytes the index caches already) on top of ``base`` in the index as
+        the new chain, with every object they reference (checkpoint files from ``manifests`` or, if
+        absent, the store). They are validated first unless the caller did (``new_tip``: what
+        validating them gave)."""
         if new_tip is None:
             try:
                 new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
@@ -173,7 +175,6 @@ class DatasetRepository:
             )
             dropped = committed_refs(self.block_bytes(h) for h in replaced)
             self.index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
-        self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks))
         self.index.advance(self.name, old_tip, new_tip, entries, objects)
         return new_tip
 
@@ -305,7 +306,7 @@ class DatasetRepository:
         (again, on a re-run: the same bytes under the same address), so gc never took it first."""
         if not blocks:
             return
-        stored = self.blocks.write([(b.hash, b.data) for b in blocks], pack)
+        stored = self.blocks.write([] if pack is not None else [(b.hash, b.data) for b in blocks], pack)
         self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks), stored.address)
 
     def append(self, events: Iterable[Event], dataset_id: str | None = None) -> ChainTip:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,30 +22,7 @@ from smart_transfer.repo import HeadMoved, ObjectKind, Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import object_key
-from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.local import LocalStore
-from smart_transfer.storage.s3 import S3Store
-from tests.conftest import S3Env
-
-
-@pytest.fixture(params=["local", "s3"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[type[ObjectStore] | object]:
-    """A factory of stores that all see the same objects (as two servers on one bucket would)."""
-    created: list[ObjectStore] = []
-    prefix = f"repo-{secrets.token_hex(6)}"
-
-    def factory() -> ObjectStore:
-        if request.param == "local":
-            store: ObjectStore = LocalStore(tmp_path / "store")
-        else:
-            s3_env: S3Env = request.getfixturevalue("s3_env")
-            store = S3Store(s3_env.bucket, prefix, endpoint_url=s3_env.endpoint)
-        created.append(store)
-        return store
-
-    yield factory
-    for store in created:
-        store.close()
 
 
 def _repository(make_store: object, tmp_path: Path, name: str = "index") -> Repository:

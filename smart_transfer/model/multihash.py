@@ -22,7 +22,6 @@ _ALGORITHMS: dict[int, tuple[str, int]] = {SHA2_256: ("sha256", 32), SHA3_256: (
 _CONSTRUCTORS: dict[int, Callable[[bytes], Hasher]] = {SHA2_256: hashlib.sha256, SHA3_256: hashlib.sha3_256}
 #: The binary form's length: code and length bytes, then the digest (32 bytes for both codes).
 BINARY_LENGTH = 2 + 32
-_HEX = frozenset("0123456789abcdef")
 #: Both codes and both lengths fit one varint byte, so every supported multihash has this text length.
 TEXT_LENGTH = 1 + 2 + 2 + 64
 #: The text form of a supported multihash: multibase base16 (f), code 0x12 or 0x16, length 0x20, digest.
@@ -78,10 +77,16 @@ class Multihash:
         """Parse multibase base16 text such as ``f1220<64 hex>``; raise InvalidMultihash otherwise."""
         if not isinstance(text, str):
             raise InvalidMultihash("a multihash must be text")
-        if len(text) != TEXT_LENGTH or text[0] != "f" or not _HEX.issuperset(text[1:]):
+        raw = b""
+        # lowercase hex only: no uppercase, and whitespace (which fromhex skips) leaves too few bytes
+        if len(text) == TEXT_LENGTH and text[0] == "f" and text.islower():
+            try:
+                raw = bytes.fromhex(text[1:])
+            except ValueError:
+                pass  # refused below
+        if len(raw) != BINARY_LENGTH:
             shown = text if len(text) <= 80 else text[:77] + "..."
             raise InvalidMultihash(f"not a multihash: {shown!r} (expected 'f1220' or 'f1620' + 64 hex digits)")
-        raw = bytes.fromhex(text[1:])
         if raw[1] != len(raw) - 2:
             raise InvalidMultihash(f"multihash length byte {raw[1]} does not match {len(raw) - 2} digest bytes")
         return cls(raw[0], raw[2:], text)

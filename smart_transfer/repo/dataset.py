@@ -153,14 +153,14 @@ class DatasetRepository:
                 raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
         if new_tip is None:
             raise CorruptRepository(f"{self.name}: empty chain")
-        entries: list[tuple[int, Multihash, int]] = []
+        entries: list[tuple[int, Multihash, int, bytes]] = []
         offset = base.next_offset if base is not None else 0
         objects: list[tuple[ObjectKind, Multihash, int]] = []
         for item in blocks:
             event = item.block.event
             if isinstance(event, AddData) and event.new_data is not None:
                 offset = event.new_data.offset_interval.end + 1
-            entries.append((item.block.sequence_number, item.hash, offset))
+            entries.append((item.block.sequence_number, item.hash, offset, item.data))
         known = dict(manifests or {})
         for ref in checkpoint_refs(blocks):
             if ref.physical_hash not in known:
@@ -187,8 +187,8 @@ class DatasetRepository:
             if seq is None or seq > tip.sequence_number:
                 raise KeyError(str(begin_after))
             first = seq + 1
-        for block_hash in self.index.hashes_between(self.name, first, tip.sequence_number):
-            yield block_hash, self.block_bytes(block_hash)
+        for block_hash, data in self.index.chain_blocks(self.name, first, tip.sequence_number):
+            yield block_hash, data if data is not None else self.block_bytes(block_hash)
 
     def sequence_of(self, block_hash: Multihash) -> int | None:
         """The sequence number of ``block_hash`` if it is on the current (indexed) chain."""

@@ -17,7 +17,7 @@ of its bytes; decoding checks every block against its hash, so nothing in a pack
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from smart_transfer.model.block import MAX_BLOCK_BYTES
@@ -71,44 +71,46 @@ def read_count(preamble: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> int:
     return int(count)
 
 
-def read_index(header: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[PackEntry]:
-    """The entries of a pack from its header (at least ``header_size(count)`` bytes), with offsets
-    from the start of the pack; InvalidBlock on anything malformed."""
+def _entries(header: bytes, max_blocks: int) -> Iterator[tuple[Multihash, int]]:
+    """The (address, size) of each block from a pack's header, checked: the header is whole, every
+    address a supported multihash, every size within the block limit."""
     count = read_count(header, max_blocks)
     end = header_size(count)
     if len(header) < end:
         raise InvalidBlock(f"pack header is cut short ({len(header)} of {end} bytes)")
-    entries = []
-    offset = end
     try:
-        for raw, size in _ENTRY.iter_unpack(header[PREAMBLE_BYTES:end]):
+        for raw, size in _ENTRY.iter_unpack(memoryview(header)[PREAMBLE_BYTES:end]):
             if size > MAX_BLOCK_BYTES:
                 raise InvalidBlock(f"pack entry of {size} bytes exceeds the {MAX_BLOCK_BYTES}-byte block limit")
-            entries.append(PackEntry(Multihash.from_bytes(raw), offset, size))
-            offset += size
+            yield Multihash.from_bytes(raw), size
     except InvalidMultihash as exc:
         raise InvalidBlock(f"pack index: {exc}") from None
+
+
+def read_index(header: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[PackEntry]:
+    """The entries of a pack from its header (at least ``header_size(count)`` bytes), with offsets
+    from the start of the pack; InvalidBlock on anything malformed."""
+    entries = []
+    offset = header_size(read_count(header, max_blocks))
+    for address, size in _entries(header, max_blocks):
+        entries.append(PackEntry(address, offset, size))
+        offset += size
     return entries
 
 
 def decode_pack(data: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[tuple[Multihash, bytes]]:
     """The blocks of a pack (address and bytes, in pack order), each checked against its address;
     InvalidBlock when the pack is malformed, truncated, has trailing bytes or a block does not match."""
-    entries = read_index(data, max_blocks)
-    end = entries[-1].offset + entries[-1].size if entries else header_size(0)
-    if end != len(data):
-        raise InvalidBlock(f"pack is {len(data)} bytes; its index describes {end}")
-    view = memoryview(data)
+    entries = list(_entries(data, max_blocks))
+    offset = header_size(len(entries))
+    described = offset + sum(size for _, size in entries)
+    if described != len(data):
+        raise InvalidBlock(f"pack is {len(data)} bytes; its index describes {described}")
     blocks = []
-    for entry in entries:
-        content = bytes(view[entry.offset : entry.offset + entry.size])
-        if not entry.address.matches(content):
-            raise InvalidBlock(f"block {entry.address} in the pack does not match its hash")
-        blocks.append((entry.address, content))
+    for address, size in entries:
+        content = data[offset : offset + size]
+        if not address.matches(content):
+            raise InvalidBlock(f"block {address} in the pack does not match its hash")
+        blocks.append((address, content))
+        offset += size
     return blocks
-
-
-def pack_address(blocks: Sequence[tuple[Multihash, bytes]]) -> tuple[Multihash, bytes]:
-    """A pack of ``blocks`` and its address."""
-    data = encode_pack(blocks)
-    return Multihash.of(data), data

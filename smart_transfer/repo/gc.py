@@ -94,13 +94,13 @@ def _repack(blocks: DatasetBlocks, found: _Dataset, report: GcReport, dry_run: b
     """Write the chain as one pack (unless that very pack is stored); its key."""
     if not found.chain:
         return None
-    entries = [(b.hash, b.data) for b in found.chain]
-    data = encode_pack(entries)
-    key = pack_key(blocks.dataset, Multihash.of(data))
+    data = encode_pack((b.hash, b.data) for b in found.chain)
+    address = Multihash.of(data)
+    key = pack_key(blocks.dataset, address)
     if key not in found.packs:
         report.written.append(key)
         if not dry_run:
-            blocks.write(entries, (Multihash.of(data), data))
+            blocks.write([], (address, data))
     return key
 
 

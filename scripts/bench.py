@@ -154,13 +154,14 @@ class Bench:
         return timed([S5CMD, "--endpoint-url", self.endpoint, "--numworkers", str(PARALLEL), *args], self.env)[0]
 
     def server_puts(self) -> int:
-        """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call)."""
+        """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call, and
+        per bulk PUT, how stores before packs wrote blocks)."""
         import urllib.request
 
         with urllib.request.urlopen(f"{self.url}/metrics") as response:
             text = response.read().decode()
-        found = re.search(r'^smart_transfer_store_seconds_count\{operation="PutObject"\} (\S+)$', text, re.M)
-        return int(float(found.group(1))) if found else 0
+        found = re.findall(r'^smart_transfer_store_seconds_count\{operation="(?:Bulk)?PutObject"\} (\S+)$', text, re.M)
+        return sum(int(float(count)) for count in found)
 
     def counted_push(self, *args: str) -> tuple[float, dict[str, Any], int]:
         """A push, and the storage PUTs it cost: the server's own (blocks, refs) plus one presigned

@@ -185,12 +185,17 @@ def server_store(server: ServerProcess, request: pytest.FixtureRequest) -> Objec
 
 
 def store_puts(server: ServerProcess) -> int:
-    """PutObject calls the server made to S3 so far (its /metrics)."""
+    """PUTs the server made to S3 so far (its /metrics: single and bulk PutObject calls)."""
     text = httpx.get(f"{server.url}/metrics").text
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
-        if line.startswith('smart_transfer_store_seconds_count{operation="PutObject"}')
+        if line.startswith(
+            (
+                'smart_transfer_store_seconds_count{operation="PutObject"}',
+                'smart_transfer_store_seconds_count{operation="BulkPutObject"}',
+            )
+        )
     )
 
 

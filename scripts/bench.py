@@ -17,9 +17,13 @@ bytes a push moves after it compared with the first push. Run alone (--cases i) 
 workspace that pulled it, announced with `pull --announce`): wall time, object GETs the S3 gateway counted
 (its own perf counters), presigned GETs the server handed out, and objects the clients got from the peer.
 
-Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios.
 (u) start-up: `--version`, `--help`, and process start to the first connection of `pull` and `push`
-(scripts/bench_startup.py). Speed is measured here, never asserted in tests.
+(scripts/bench_startup.py).
+
+Writes a table to stdout, bench-results/bench-<time>.json (+ latest.json) and a PNG chart of the ratios;
+the extra figures include the storage PUTs of each smart push (the server's own PutObject calls from its
+/metrics, plus one presigned PUT per uploaded object).
+Speed is measured here, never asserted in tests.
 """
 
 from __future__ import annotations
@@ -216,6 +220,23 @@ class Bench:
             self.s5("rm", f"{target}*")
             shutil.rmtree(down, ignore_errors=True)
 
+    def server_puts(self) -> int:
+        """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call, and
+        per bulk PUT, how stores before packs wrote blocks)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/metrics") as response:
+            text = response.read().decode()
+        found = re.findall(r'^smart_transfer_store_seconds_count\{operation="(?:Bulk)?PutObject"\} (\S+)$', text, re.M)
+        return sum(int(float(count)) for count in found)
+
+    def counted_push(self, *args: str) -> tuple[float, dict[str, Any], int]:
+        """A push, and the storage PUTs it cost: the server's own (blocks, refs) plus one presigned
+        PUT per object the client uploaded."""
+        before = self.server_puts()
+        seconds, summary = self.cli("push", *args)
+        return seconds, summary, self.server_puts() - before + int(summary.get("objects_transferred", 0))
+
     def cli(self, *args: str) -> tuple[float, dict[str, Any]]:
         elapsed, out = timed([*CLI, *args], self.env)
         return elapsed, json.loads(out) if out.strip().startswith("{") else {}
@@ -244,10 +265,11 @@ class Bench:
         total = count * size
         for rep in range(self.reps):
             remote = f"{self.url}/{name}-{rep}"
-            seconds, _ = self.cli(
-                "push", name, remote, "--json", "--parallel", str(PARALLEL), "--workspace", str(workspace)
+            seconds, _, puts = self.counted_push(
+                name, remote, "--json", "--parallel", str(PARALLEL), "--workspace", str(workspace)
             )
             self.record(case, "smart push", seconds, count, total)
+            self.extra.setdefault(f"{case}_smart_push_storage_puts", []).append(puts)
             seconds, _ = self.cli(
                 "pull",
                 remote,
@@ -342,13 +364,13 @@ class Bench:
             self.record("c up-to-date pull", "smart pull", seconds)
         die = (
             "import os, sys\n"
-            "import smart_transfer.client.sdk as sdk\n"
-            "original = sdk.ClientSession.request\n"
-            "async def request(self, message):\n"
+            "import smart_transfer.client.session as session\n"
+            "original = session.ClientSession.request\n"
+            "async def request(self, message, *expected):\n"
             "    if type(message).__name__ == 'DatasetPushComplete':\n"
             "        os._exit(9)  # every object uploaded; die before the commit\n"
-            "    return await original(self, message)\n"
-            "sdk.ClientSession.request = request\n"
+            "    return await original(self, message, *expected)\n"
+            "session.ClientSession.request = request\n"
             "from smart_transfer.client.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
@@ -473,8 +495,9 @@ class Bench:
         )
         workspace = self.work / "ws-chain"
         subprocess.run([sys.executable, "-c", build, str(workspace), str(blocks - 1)], check=True, env=self.env)
-        seconds, _ = self.cli("push", "chain", f"{self.url}/chain", "--json", "--workspace", str(workspace))
+        seconds, _, puts = self.counted_push("chain", f"{self.url}/chain", "--json", "--workspace", str(workspace))
         self.extra["d_setup_push_s"] = round(seconds, 2)
+        self.extra["d_setup_push_storage_puts"] = puts
         for rep in range(self.reps):
             seconds, summary = self.cli(
                 "pull", f"{self.url}/chain", "--json", "--workspace", str(self.work / f"chain-{rep}")

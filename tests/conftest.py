@@ -21,6 +21,8 @@ from typing import Any
 import orjson
 import pytest
 
+from smart_transfer.storage import ObjectStore
+from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.s3 import S3Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +99,26 @@ def s3_store(s3_env: S3Env, s3_prefix: str) -> Iterator[S3Store]:
     store = S3Store(s3_env.bucket, s3_prefix, endpoint_url=s3_env.endpoint)
     yield store
     store.close()
+
+
+@pytest.fixture(params=["local", "s3"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[type[ObjectStore] | object]:
+    """A factory of stores that all see the same objects (as two servers on one bucket would)."""
+    created: list[ObjectStore] = []
+    prefix = f"repo-{secrets.token_hex(6)}"
+
+    def factory() -> ObjectStore:
+        if request.param == "local":
+            store: ObjectStore = LocalStore(tmp_path / "store")
+        else:
+            s3_env: S3Env = request.getfixturevalue("s3_env")
+            store = S3Store(s3_env.bucket, prefix, endpoint_url=s3_env.endpoint)
+        created.append(store)
+        return store
+
+    yield factory
+    for store in created:
+        store.close()
 
 
 @dataclass

@@ -17,8 +17,9 @@ from smart_transfer.client.errors import DivergedError, LocalError, SmartTransfe
 from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, Transport
-from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
+from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
 from smart_transfer.model.multihash import hash_text
+from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
@@ -63,13 +64,14 @@ def _repairs(dataset: DatasetRepository, base: ChainTip | None) -> list[ObjectRe
     (e.g. moved to quarantine by verify): the pull fetches them again."""
     if base is None:
         return []
-    blocks = [NewBlock.decode(data, h) for h, data in dataset.blocks_after(base, None)]
+    # committed blocks were validated when they were: a light parse finds what they reference
+    refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
     manifests = {}
-    for ref in objects_of(blocks):
+    for ref in refs:
         if ref.kind is ObjectKind.CHECKPOINT and not dataset.objects_missing([ref]):
             with contextlib.suppress(RepositoryError):
                 manifests[ref.physical_hash] = dataset.read_manifest(ref)
-    return dataset.objects_missing(objects_of(blocks, manifests))
+    return dataset.objects_missing(with_files(refs, manifests))
 
 
 async def pull(
@@ -194,8 +196,8 @@ async def _fetch_objects(
     dataset, options, workspace = job.dataset, job.options, job.workspace
     bundle = start.bundle
     refs = bundle.objects()
-    # blocks are invisible until head moves: write them while the objects download
-    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, bundle.blocks))
+    # blocks are invisible until head moves: write their pack while the objects download
+    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, bundle.blocks, bundle.pack))
     try:
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
         repairs = await asyncio.to_thread(_repairs, dataset, base)

@@ -17,7 +17,8 @@ from smart_transfer.client.transport import LocalChain
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs, objects_of, validate_chain
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
-from smart_transfer.repo.layout import block_key
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.storage.digest import digest_file
 from smart_transfer.transfer.http import Timeouts, make_session
 
@@ -53,19 +54,19 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
     tip = dataset.require_tip()
     store = workspace.local_store
     report = VerifyReport(dataset.name, str(tip.head))
+    stored = _stored_blocks(dataset, report)
     blocks: list[NewBlock] = []
     for block_hash in dataset.index.hashes_between(dataset.name, 0, tip.sequence_number):
-        path = store.path_of(block_key(dataset.name, block_hash))
         try:
-            blocks.append(NewBlock.decode(path.read_bytes()))
-        except FileNotFoundError:
-            report.problems.append(f"block {block_hash}: missing")
-            continue
+            content = stored.get(block_hash) or dataset.blocks.read_single(block_hash)
+            if content is None:
+                report.problems.append(f"block {block_hash}: missing")
+                continue
+            blocks.append(NewBlock.decode(content, block_hash))
+        except CorruptRepository:
+            report.problems.append(f"block {block_hash}: content does not match its hash")
         except ModelError as exc:
             report.problems.append(f"block {block_hash}: malformed ({exc})")
-            continue
-        if blocks[-1].hash != block_hash:
-            report.problems.append(f"block {block_hash}: content does not match its hash")
     report.blocks = len(blocks)
     if not report.problems:
         try:
@@ -94,6 +95,17 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
             os.replace(path, workspace.quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
             report.quarantined.append(label)
     return report, blocks
+
+
+def _stored_blocks(dataset: DatasetRepository, report: VerifyReport) -> dict[Multihash, bytes]:
+    """The blocks of every pack in the workspace's store, each pack checked (a corrupt one is reported)."""
+    found: dict[Multihash, bytes] = {}
+    for info in dataset.blocks.packs():
+        try:
+            found.update(dataset.blocks.read(info.key))
+        except CorruptRepository as exc:
+            report.problems.append(str(exc))
+    return found
 
 
 async def compare_remote(

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from smart_transfer.model.encoding import canonical_bytes, decode_object
+import orjson
+
+from smart_transfer.model.encoding import canonical_bytes, is_canonical, load_object
 from smart_transfer.model.errors import InvalidBlock
 from smart_transfer.model.events import Event, check_timestamp, event_from_dict
 from smart_transfer.model.fields import get_hash, get_int, get_object, get_str, require_keys
@@ -14,6 +16,9 @@ from smart_transfer.model.multihash import SHA2_256, Multihash
 
 #: Blocks are small; anything larger is refused before decoding (bounded memory on hostile input).
 MAX_BLOCK_BYTES = 64 * 1024
+
+
+_BLOCK_KEYS = {"sequence_number", "prev_block_hash", "system_time", "event"}
 
 
 def utc_now() -> str:
@@ -52,8 +57,8 @@ def decode_block(data: bytes) -> MetadataBlock:
     """Decode block bytes; raises InvalidBlock for anything malformed."""
     if len(data) > MAX_BLOCK_BYTES:
         raise InvalidBlock(f"block of {len(data)} bytes exceeds the {MAX_BLOCK_BYTES}-byte limit")
-    obj = decode_object(data)
-    require_keys(obj, "block", {"sequence_number", "prev_block_hash", "system_time", "event"})
+    obj = load_object(data)
+    require_keys(obj, "block", _BLOCK_KEYS)
     prev = get_hash(obj, "prev_block_hash", "block") if obj["prev_block_hash"] is not None else None
     block = MetadataBlock(
         get_int(obj, "sequence_number", "block"),
@@ -61,11 +66,23 @@ def decode_block(data: bytes) -> MetadataBlock:
         check_timestamp(get_str(obj, "system_time", "block"), "block.system_time"),
         event_from_dict(get_object(obj, "event", "block"), "block.event"),
     )
-    # one block, one byte string: refuse non-canonical spellings so a block's address is unique
-    if canonical_bytes(block.to_dict()) != data:
+    # one block, one byte string: refuse non-canonical spellings so a block's address is unique. The
+    # typed readers refused every value the model cannot hold, so the model giving back exactly the
+    # decoded object, and that object encoding to ``data``, is the canonical check.
+    if block.to_dict() != obj or not is_canonical(obj, data):
         raise InvalidBlock("block bytes are not in canonical form (sorted keys, compact JSON)")
     object.__setattr__(block, "_encoded", data)
     return block
+
+
+def block_sequence(data: bytes) -> int | None:
+    """The sequence number in block bytes, read without validating the block (a light parse for
+    lookups among blocks a repository checked when it stored them); None when there is none."""
+    try:
+        value = orjson.loads(data).get("sequence_number")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True)

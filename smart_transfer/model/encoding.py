@@ -41,13 +41,26 @@ def canonical_bytes(value: dict[str, Any]) -> bytes:
     return orjson.dumps(value, option=_OPTIONS)
 
 
-def decode_object(data: bytes) -> dict[str, Any]:
-    """Decode canonical bytes back into a JSON object, refusing anything that is not one."""
+def load_object(data: bytes) -> dict[str, Any]:
+    """Decode JSON bytes into an object without walking its values: for models whose typed readers
+    check every value themselves (blocks), so that decoding 100,000 of them stays cheap."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InvalidBlock(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidBlock("a block must be a JSON object")
+    return value
+
+
+def decode_object(data: bytes) -> dict[str, Any]:
+    """Decode canonical bytes back into a JSON object, refusing anything that is not one."""
+    value = load_object(data)
     _check(value, "$")
     return value
+
+
+def is_canonical(value: dict[str, Any], data: bytes) -> bool:
+    """Whether ``data`` is the canonical encoding of ``value``, a JSON object decoded from it whose
+    values a typed reader checked (so none is a float or out of range)."""
+    return orjson.dumps(value, option=_OPTIONS) == data

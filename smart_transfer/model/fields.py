@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from smart_transfer.model.encoding import MAX_SAFE_INTEGER
 from smart_transfer.model.errors import InvalidBlock, InvalidMultihash
 from smart_transfer.model.multihash import Multihash
 
 
 def require_keys(obj: dict[str, Any], where: str, required: set[str], optional: frozenset[str] = frozenset()) -> None:
     """Refuse missing required keys and keys the model does not know (so encoding stays one-to-one)."""
-    missing = required - obj.keys()
+    keys = obj.keys()
+    if keys == required or (keys >= required and keys - required <= optional):  # the usual cases, in C
+        return
+    missing = required - keys
     if missing:
         raise InvalidBlock(f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    unknown = obj.keys() - required - optional
+    unknown = keys - required - optional
     if unknown:
         raise InvalidBlock(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
 
@@ -21,7 +25,10 @@ def require_keys(obj: dict[str, Any], where: str, required: set[str], optional: 
 def get_int(obj: dict[str, Any], key: str, where: str, *, minimum: int = 0) -> int:
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidBlock(f"{where}.{key}: expected an integer")
+        kind = "floats are not allowed in blocks" if isinstance(value, float) else "expected an integer"
+        raise InvalidBlock(f"{where}.{key}: {kind}")
+    if value > MAX_SAFE_INTEGER:
+        raise InvalidBlock(f"{where}.{key}: integer out of range")
     if value < minimum:
         raise InvalidBlock(f"{where}.{key}: must be >= {minimum}, got {value}")
     return value

@@ -51,19 +51,13 @@ def referenced_objects(block: MetadataBlock) -> list[ObjectRef]:
 def objects_of(
     blocks: Iterable[NewBlock], manifests: Mapping[Multihash, CheckpointManifest] | None = None
 ) -> list[ObjectRef]:
-    """The distinct objects ``blocks`` reference, in first-reference order; with ``manifests``, each
-    checkpoint's files follow its manifest (a manifest not given is skipped: callers check first)."""
+    """The distinct objects ``blocks`` reference, in first-reference order; with ``manifests``, the
+    files of each checkpoint follow (a manifest not given is skipped: callers check first)."""
     seen: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
     for item in blocks:
         for ref in referenced_objects(item.block):
             seen.setdefault((ref.kind, ref.physical_hash), ref)
-            manifest = manifests.get(ref.physical_hash) if manifests and ref.kind is ObjectKind.CHECKPOINT else None
-            for file in manifest.files if manifest is not None else ():
-                seen.setdefault(
-                    (ObjectKind.CHECKPOINT, file.physical_hash),
-                    ObjectRef(ObjectKind.CHECKPOINT, file.physical_hash, file.size),
-                )
-    return list(seen.values())
+    return with_files(seen.values(), manifests or {})
 
 
 def checkpoint_refs(blocks: Iterable[NewBlock]) -> list[ObjectRef]:
@@ -84,4 +78,18 @@ def committed_refs(blocks: Iterable[bytes]) -> list[ObjectRef]:
             if entry is not None:
                 ref = ObjectRef(kind, Multihash.parse(entry["physical_hash"]), entry["size"])
                 seen.setdefault((kind, ref.physical_hash), ref)
+    return list(seen.values())
+
+
+def with_files(refs: Iterable[ObjectRef], manifests: Mapping[Multihash, CheckpointManifest]) -> list[ObjectRef]:
+    """``refs`` and, after them, the files of each checkpoint among them whose manifest is in
+    ``manifests``: every object once."""
+    seen = {(r.kind, r.physical_hash): r for r in refs}
+    for ref in list(seen.values()):
+        manifest = manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
+        for file in manifest.files if manifest is not None else ():
+            seen.setdefault(
+                (ObjectKind.CHECKPOINT, file.physical_hash),
+                ObjectRef(ObjectKind.CHECKPOINT, file.physical_hash, file.size),
+            )
     return list(seen.values())

@@ -12,6 +12,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import smart_transfer
+from smart_transfer.model.multihash import BINARY_LENGTH
+from smart_transfer.model.pack import PACK_MAGIC
 from smart_transfer.model.schema import block_schemas, manifest_schemas
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
@@ -54,8 +56,8 @@ FLOW_MESSAGES: dict[str, list[type[BaseModel]]] = {
     ],
 }
 TARBALL_DESCRIPTION = {
-    "pull": "The server's answer to DatasetPullMetadataRequest: every block of the plan, oldest first.",
-    "push": "The client's new blocks, oldest first, sent after DatasetPushRequestAccepted.",
+    "pull": "The server's answer to DatasetPullMetadataRequest: every block of the plan in one pack, oldest first.",
+    "push": "The client's new blocks in one pack, oldest first, sent after DatasetPushRequestAccepted.",
 }
 FLOW_SUMMARY = {
     "pull": "Bring a local dataset up to the remote head; objects are downloaded directly from storage.",
@@ -112,13 +114,14 @@ def _schemas_and_messages() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _tarball_message() -> dict[str, Any]:
-    """The binary frame: a gzip tar of blocks and manifests, described entry by entry."""
+    """The binary frame: a gzip tar of one block pack and the manifests, described entry by entry,
+    and the pack byte by byte."""
     return {
         "name": TARBALL,
         "title": "Metadata tarball (binary frame)",
-        "summary": "One gzip tar in a binary WebSocket frame: entry i is named '{i:09d}-{block hash}' and "
-        "holds that block's canonical bytes (oldest first); then one 'manifest-{hash}' entry per checkpoint "
-        "manifest the blocks reference, so both sides know every checkpoint file before objects are negotiated.",
+        "summary": "One gzip tar in a binary WebSocket frame: first one 'pack-{pack hash}' entry, a block pack "
+        "(x-pack) holding the blocks oldest first; then one 'manifest-{hash}' entry per checkpoint manifest the "
+        "blocks reference, so both sides know every checkpoint file before objects are negotiated.",
         "contentType": "application/gzip",
         "payload": {"type": "string", "format": "binary"},
         "x-archive": {
@@ -126,15 +129,41 @@ def _tarball_message() -> dict[str, Any]:
             "format": "tar (ustar), regular files only",
             "entries": [
                 {
-                    "name": r"^[0-9]{9}-f1[26]20[0-9a-f]{64}$",
-                    "meaning": "position (from 000000000, oldest block first) and the block's hash; the entry's "
-                    "bytes must hash to it",
-                    "content": {"$ref": "#/components/schemas/MetadataBlock"},
+                    "name": r"^pack-f1[26]20[0-9a-f]{64}$",
+                    "meaning": "exactly one, first: the block pack (see x-pack) named by its hash; the entry's bytes "
+                    "must hash to it (a pack of no blocks when there are none)",
+                    "content": "x-pack",
                 },
                 {
                     "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
-                    "meaning": "after every block: the manifest of each checkpoint the blocks reference",
+                    "meaning": "after the pack: the manifest of each checkpoint the blocks reference",
                     "content": {"$ref": "#/components/schemas/CheckpointManifest"},
+                },
+            ],
+        },
+        "x-pack": {
+            "byteOrder": "big-endian",
+            "layout": [
+                {"name": "magic", "size": len(PACK_MAGIC), "hex": PACK_MAGIC.hex(), "meaning": repr(PACK_MAGIC)[1:]},
+                {"name": "count", "type": "uint32", "meaning": "number of blocks"},
+                {
+                    "name": "index",
+                    "repeat": "count",
+                    "fields": [
+                        {
+                            "name": "hash",
+                            "size": BINARY_LENGTH,
+                            "meaning": "the block's multihash in binary: code (0x12 sha2-256, 0x16 sha3-256), length "
+                            "0x20, digest; its text form elsewhere in this document is 'f' and these bytes in hex",
+                        },
+                        {"name": "size", "type": "uint32", "meaning": "the block's length in bytes"},
+                    ],
+                },
+                {
+                    "name": "blocks",
+                    "meaning": "every block's canonical bytes, concatenated in index order (oldest block first); "
+                    "each must hash to its index entry, and nothing may follow the last",
+                    "content": {"$ref": "#/components/schemas/MetadataBlock"},
                 },
             ],
         },

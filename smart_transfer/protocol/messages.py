@@ -182,7 +182,7 @@ class DatasetPullResponse(Message):
 
 
 class DatasetPullMetadataRequest(Message):
-    """Client: send the blocks (answered by one binary frame, a gzip tar of them)."""
+    """Client: send the blocks (answered by one binary frame, a gzip tar holding their block pack)."""
 
     type: Literal["DatasetPullMetadataRequest"] = "DatasetPullMetadataRequest"
 
@@ -245,7 +245,7 @@ class DatasetPushRequest(Message):
 
 
 class DatasetPushRequestAccepted(Message):
-    """Server: go ahead; send the blocks after ``common_block`` as one binary frame (a gzip tar)."""
+    """Server: go ahead; send the blocks after ``common_block`` as one binary frame (a gzip tar, one pack)."""
 
     type: Literal["DatasetPushRequestAccepted"] = "DatasetPushRequestAccepted"
     current_head: HashText | None
@@ -365,7 +365,7 @@ AnyMessage = Annotated[
 
 
 class MetadataTarball:
-    """The binary frame of a flow: a gzip tar of blocks (not a JSON message)."""
+    """The binary frame of a flow: a gzip tar of one block pack and manifests (not a JSON message)."""
 
     type = "MetadataTarball"
 

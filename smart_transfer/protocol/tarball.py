@@ -1,6 +1,6 @@
-"""Metadata tarballs: blocks packed as one gzip tar (one entry per block, ``{index:09d}-{hash}``, in
-chain order), followed by the checkpoint manifests those blocks reference (``manifest-{hash}``), sent
-as a single binary frame. Unpacking is bounded against hostile input."""
+"""Metadata tarballs: the blocks as one block pack (``pack-{pack hash}``, see ``model/pack.py``),
+followed by the checkpoint manifests those blocks reference (``manifest-{hash}``), in one gzip tar
+sent as a single binary frame. Unpacking is bounded against hostile input."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from smart_transfer.model import InvalidMultihash, Multihash
-from smart_transfer.model.block import MAX_BLOCK_BYTES
+from smart_transfer.model import InvalidMultihash, ModelError, Multihash
 from smart_transfer.model.manifest import MAX_MANIFEST_BYTES
+from smart_transfer.model.pack import decode_pack, encode_pack, max_pack_bytes
 from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
 
 #: Most blocks one tarball may carry.
@@ -27,6 +27,7 @@ COMPRESSION_LEVEL = 1
 TAR_BLOCK = 512
 
 
+PACK_PREFIX = "pack-"
 MANIFEST_PREFIX = "manifest-"
 
 
@@ -36,34 +37,38 @@ class MetadataBundle:
 
     blocks: list[tuple[Multihash, bytes]] = field(default_factory=list)
     manifests: dict[Multihash, bytes] = field(default_factory=dict)
+    #: The pack the blocks came in (its address and bytes).
+    pack: tuple[Multihash, bytes] | None = None
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
 
 
 def pack_blocks(blocks: Iterable[tuple[Multihash, bytes]], manifests: Iterable[tuple[Multihash, bytes]] = ()) -> bytes:
-    """One gzip tar of ``blocks`` (oldest first) and then ``manifests``."""
+    """One gzip tar of the pack of ``blocks`` (oldest first), then ``manifests``."""
+    pack = encode_pack(blocks)
     buffer = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=COMPRESSION_LEVEL, mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
     ):
-        for index, (block_hash, data) in enumerate(blocks):
-            info = tarfile.TarInfo(f"{index:09d}-{block_hash}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+        _add(tar, f"{PACK_PREFIX}{Multihash.of(pack)}", pack)
         for manifest_hash, data in manifests:
-            info = tarfile.TarInfo(f"{MANIFEST_PREFIX}{manifest_hash}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+            _add(tar, f"{MANIFEST_PREFIX}{manifest_hash}", data)
     return buffer.getvalue()
 
 
 def expanded_bound(num_blocks: int, num_objects: int, bytes_in_objects: int) -> int:
     """Most bytes a tarball may expand to when it carries at most ``num_blocks`` blocks and, among
     ``num_objects`` objects of ``bytes_in_objects`` bytes in all, their checkpoint manifests: a header
-    and padding per entry, blocks at their size limit, manifests within the declared object bytes,
-    the end-of-archive record. Never more than DEFAULT_MAX_EXPANDED_BYTES."""
-    entries = max(num_blocks, 0) + max(num_objects, 0)
+    and padding per entry, the pack with every block at its size limit, manifests within the declared
+    object bytes, the end-of-archive record. Never more than DEFAULT_MAX_EXPANDED_BYTES."""
+    entries = 1 + max(num_objects, 0)
     manifests = min(max(bytes_in_objects, 0), max(num_objects, 0) * MAX_MANIFEST_BYTES)
-    bound = entries * 2 * TAR_BLOCK + max(num_blocks, 0) * MAX_BLOCK_BYTES + manifests + tarfile.RECORDSIZE
+    bound = entries * 2 * TAR_BLOCK + max_pack_bytes(max(num_blocks, 0)) + manifests + tarfile.RECORDSIZE
     return min(bound, DEFAULT_MAX_EXPANDED_BYTES)
 
 
@@ -96,53 +101,60 @@ class _CappedGunzip(io.RawIOBase):
 def unpack_blocks(
     data: bytes, max_blocks: int = DEFAULT_MAX_BLOCKS, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES
 ) -> MetadataBundle:
-    """The blocks (in order) and manifests of a tarball, each checked against the hash it is named by.
-    The tar is read as a stream: each entry's declared size is checked against the block or manifest
-    limit before any of its content is inflated, and inflating stops at ``max_expanded_bytes``."""
+    """The blocks (in order) and manifests of a tarball, the pack and each manifest checked against
+    the hash it is named by and every block against its own. The tar is read as a stream: each entry's
+    declared size is checked against its limit before any of its content is inflated, and inflating
+    stops at ``max_expanded_bytes``."""
     bundle = MetadataBundle()
     try:
         source = _CappedGunzip(data, max_expanded_bytes)
         with tarfile.open(fileobj=source, mode="r|") as tar:
             for index, member in enumerate(tar):
-                _check_member(bundle, index, member, max_blocks)
+                _check_member(index, member, max_blocks)
                 entry = tar.extractfile(member)
                 assert entry is not None  # a regular file (checked above)
-                _add_entry(bundle, member.name, entry.read())
+                _add_entry(bundle, member.name, entry.read(), max_blocks)
         source.drain()
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile, InvalidMultihash) as exc:
         raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"metadata tarball is malformed: {exc}") from None
+    if bundle.pack is None:
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, "metadata tarball carries no block pack")
     return bundle
 
 
-def _check_member(bundle: MetadataBundle, index: int, member: tarfile.TarInfo, max_blocks: int) -> None:
-    """Refuse an entry by its header alone: too many, not a file, over its size limit, out of order."""
-    if index >= max_blocks + MAX_MANIFESTS:
-        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball has more than {max_blocks} blocks")
-    is_manifest = member.name.startswith(MANIFEST_PREFIX)
-    limit = MAX_MANIFEST_BYTES if is_manifest else MAX_BLOCK_BYTES
+def _check_member(index: int, member: tarfile.TarInfo, max_blocks: int) -> None:
+    """Refuse an entry by its header alone: too many, not a file, over its size limit, out of order
+    (the pack first, then manifests)."""
+    if index > MAX_MANIFESTS:
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball has more than {MAX_MANIFESTS} manifests")
+    is_pack = index == 0
+    prefix = PACK_PREFIX if is_pack else MANIFEST_PREFIX
+    if not member.name.startswith(prefix):
+        raise ProtocolError(
+            ErrorCode.INVALID_BLOCKS,
+            f"tarball entry {index} ({member.name[:80]!r}) is out of order: the pack first, then manifests",
+        )
+    limit = max_pack_bytes(max_blocks) if is_pack else MAX_MANIFEST_BYTES
     if not member.isfile() or member.size > limit:
         raise ProtocolError(
             ErrorCode.INVALID_BLOCKS,
-            f"tarball entry {member.name[:80]!r} is not a block (declares {member.size} bytes; at most {limit})",
+            f"tarball entry {member.name[:80]!r} is not a regular file of at most {limit} bytes",
         )
-    if not is_manifest:
-        position = member.name.partition("-")[0]
-        if position != f"{len(bundle.blocks):09d}" or bundle.manifests:
-            raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"tarball entry {index} is out of order")
 
 
-def _add_entry(bundle: MetadataBundle, name: str, content: bytes) -> None:
-    is_manifest = name.startswith(MANIFEST_PREFIX)
-    hash_text = name[len(MANIFEST_PREFIX) :] if is_manifest else name.partition("-")[2]
+def _add_entry(bundle: MetadataBundle, name: str, content: bytes, max_blocks: int) -> None:
+    is_pack = name.startswith(PACK_PREFIX)
+    hash_text = name.partition("-")[2]
     entry_hash = Multihash.parse(hash_text)
     if not entry_hash.matches(content):
-        what = "manifest" if is_manifest else "block"
-        raise ProtocolError(
-            ErrorCode.INVALID_BLOCKS,
-            f"{what} {entry_hash} does not match its hash",
-            InvalidBlocksDetails(**{what: hash_text}),
-        )
-    if is_manifest:
+        what = "pack" if is_pack else "manifest"
+        details = InvalidBlocksDetails(manifest=None if is_pack else hash_text)
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"{what} {entry_hash} does not match its hash", details)
+    if not is_pack:
         bundle.manifests[entry_hash] = content
-    else:
-        bundle.blocks.append((entry_hash, content))
+        return
+    try:
+        bundle.blocks = decode_pack(content, max_blocks)
+    except ModelError as exc:
+        raise ProtocolError(ErrorCode.INVALID_BLOCKS, f"block pack {entry_hash}: {exc}") from None
+    bundle.pack = (entry_hash, content)

@@ -19,17 +19,17 @@ from smart_transfer.model import (
     ObjectRef,
     checkpoint_refs,
     committed_refs,
-    decode_block,
     objects_of,
     validate_extension,
 )
-from smart_transfer.model.block import utc_now
+from smart_transfer.model.block import block_sequence, utc_now
 from smart_transfer.model.events import Event, Seed
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model.walk import walk_chain
 from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved
 from smart_transfer.repo.index import RepositoryIndex
-from smart_transfer.repo.layout import block_key, head_key, object_key
+from smart_transfer.repo.layout import head_key, object_key
+from smart_transfer.repo.packs import DatasetBlocks, pack_address
 from smart_transfer.storage import ObjectNotFound, ObjectStore
 
 
@@ -46,6 +46,10 @@ class DatasetRepository:
         self.index = index
         self.name = name
         self._lock = lock
+        #: The dataset's packs and single-block objects in the store.
+        self.blocks = DatasetBlocks(store, name)
+        self._packs_seen: set[str] | None = None
+        self._uncached: dict[Multihash, bytes] = {}  # blocks of packs read while the index is read-only
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -60,17 +64,41 @@ class DatasetRepository:
             raise CorruptRepository(f"{self.name}: head reference is not a hash: {exc}") from None
 
     def block_bytes(self, block_hash: Multihash) -> bytes:
-        """A block's bytes, from the index when cached, else from the store (and verified)."""
-        data = self.index.block_bytes(self.name, block_hash)
+        """A block's bytes, from the index when cached, else from the store (checked): the packs the
+        index has not cached yet are read whole and cached (a walk needs their other blocks next),
+        then a single-block object. CorruptRepository when the store has it nowhere."""
+        data = self.index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
         if data is not None:
             return data
-        try:
-            data = self.store.get(block_key(self.name, block_hash))
-        except ObjectNotFound:
-            raise CorruptRepository(f"{self.name}: block {block_hash} is missing from the store") from None
-        if not block_hash.matches(data):
-            raise CorruptRepository(f"{self.name}: block {block_hash} in the store does not match its hash")
-        return data
+        for relist in (False, True):  # a repack may have just moved it: list the packs once more
+            if self._cache_new_packs(relist):
+                data = self.index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
+                if data is not None:
+                    return data
+            data = self.blocks.read_single(block_hash)
+            if data is not None:
+                return data
+        raise CorruptRepository(f"{self.name}: block {block_hash} is missing from the store")
+
+    def _cache_new_packs(self, relist: bool) -> bool:
+        """Read the packs of the store this index has not cached (listing them once per instance, or
+        again with ``relist``) and cache their blocks; whether any was new."""
+        if self._packs_seen is not None and not relist:
+            return False
+        seen = self._packs_seen = self._packs_seen or set()
+        found = False
+        for info in self.blocks.packs():
+            address = pack_address(info.key)
+            if info.key in seen or address is None or self.index.has_pack(self.name, address):
+                continue
+            seen.add(info.key)
+            blocks = self.blocks.read(info.key)
+            if self.index.read_only:
+                self._uncached.update(blocks)
+            else:
+                self.index.record_blocks(self.name, blocks, address)
+            found = True
+        return found
 
     def tip(self) -> ChainTip | None:
         """The tip of the committed chain, bringing the index up to date first."""
@@ -102,6 +130,7 @@ class DatasetRepository:
         except ModelError as exc:
             raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
         base = self.chain_tip_at(walk.base) if walk.base is not None else None
+        self.index.record_blocks(self.name, ((b.hash, b.data) for b in walk.blocks))
         self._record(indexed, base, walk.blocks)
         return self.index.tip(self.name)
 
@@ -111,23 +140,27 @@ class DatasetRepository:
         base: ChainTip | None,
         blocks: Sequence[NewBlock],
         manifests: Mapping[Multihash, CheckpointManifest] | None = None,
+        new_tip: ChainTip | None = None,
     ) -> ChainTip:
-        """Validate ``blocks`` on top of ``base`` and record them in the index as the new chain, with
-        every object they reference (checkpoint files from ``manifests`` or, if absent, the store)."""
-        try:
-            new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
-        except ModelError as exc:
-            raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
+        """Record ``blocks`` (whose bytes the index caches already) on top of ``base`` in the index as
+        the new chain, with every object they reference (checkpoint files from ``manifests`` or, if
+        absent, the store). They are validated first unless the caller did (``new_tip``: what
+        validating them gave)."""
+        if new_tip is None:
+            try:
+                new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
+            except ModelError as exc:
+                raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
         if new_tip is None:
             raise CorruptRepository(f"{self.name}: empty chain")
-        entries: list[tuple[int, Multihash, int]] = []
+        entries: list[tuple[int, Multihash, int, bytes]] = []
         offset = base.next_offset if base is not None else 0
         objects: list[tuple[ObjectKind, Multihash, int]] = []
         for item in blocks:
             event = item.block.event
             if isinstance(event, AddData) and event.new_data is not None:
                 offset = event.new_data.offset_interval.end + 1
-            entries.append((item.block.sequence_number, item.hash, offset))
+            entries.append((item.block.sequence_number, item.hash, offset, item.data))
         known = dict(manifests or {})
         for ref in checkpoint_refs(blocks):
             if ref.physical_hash not in known:
@@ -142,7 +175,6 @@ class DatasetRepository:
             )
             dropped = committed_refs(self.block_bytes(h) for h in replaced)
             self.index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
-        self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks))
         self.index.advance(self.name, old_tip, new_tip, entries, objects)
         return new_tip
 
@@ -155,15 +187,17 @@ class DatasetRepository:
             if seq is None or seq > tip.sequence_number:
                 raise KeyError(str(begin_after))
             first = seq + 1
-        for block_hash in self.index.hashes_between(self.name, first, tip.sequence_number):
-            yield block_hash, self.block_bytes(block_hash)
+        for block_hash, data in self.index.chain_blocks(self.name, first, tip.sequence_number):
+            yield block_hash, data if data is not None else self.block_bytes(block_hash)
 
     def sequence_of(self, block_hash: Multihash) -> int | None:
         """The sequence number of ``block_hash`` if it is on the current (indexed) chain."""
         data = self.index.block_bytes(self.name, block_hash)
         if data is None:
             return None
-        seq = decode_block(data).sequence_number
+        seq = block_sequence(data)
+        if seq is None:
+            return None
         entry = self.index.entry_at(self.name, seq)
         return seq if entry is not None and entry[0] == block_hash else None
 
@@ -254,7 +288,7 @@ class DatasetRepository:
             actual = current.head if current is not None else None
             if actual != expected_head:
                 raise HeadMoved(str(expected_head) if expected_head else None, str(actual) if actual else None)
-            validate_extension(base, ((b.hash, b.block) for b in blocks))
+            new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
             if not blocks_stored:
                 self.store_blocks(blocks)
             new_head = str(blocks[-1].hash if blocks else base.head).encode()  # type: ignore[union-attr]
@@ -263,30 +297,17 @@ class DatasetRepository:
                 now = self.head()
                 raise HeadMoved(str(expected_head) if expected_head else None, str(now) if now else None)
             # when base is below the old tip (a forced rewrite) the index drops the replaced entries
-            return self._record(current, base, blocks, manifests)
+            return self._record(current, base, blocks, manifests, new_tip)
 
-    def stage_blocks(self, blocks: Sequence[NewBlock]) -> list[NewBlock]:
-        """Write the blocks this repository has not stored yet (by its index) and remember them, so a
-        push resumed after a failed attempt does not write them again. Returns the ones it skipped:
-        gc may have removed those since (they were on no chain), so a commit re-checks them."""
-        skipped = [b for b in blocks if self.index.block_bytes(self.name, b.hash) is not None]
-        known = {b.hash for b in skipped}
-        fresh = [b for b in blocks if b.hash not in known]
-        self.store_blocks(fresh)
-        self.index.record_blocks(self.name, ((b.hash, b.data) for b in fresh))
-        return skipped
-
-    def ensure_blocks_stored(self, blocks: Sequence[NewBlock]) -> None:
-        """Write any of ``blocks`` the store lacks (one listing, not one request per block)."""
+    def store_blocks(self, blocks: Sequence[NewBlock], pack: tuple[Multihash, bytes] | None = None) -> None:
+        """Write ``blocks`` (oldest first) as one pack, ``pack`` if the caller has it encoded: one
+        store write however many blocks, checked by the store's answer, and cache them in the index.
+        Nothing references the pack until a commit moves head, and every commit writes its pack
+        (again, on a re-run: the same bytes under the same address), so gc never took it first."""
         if not blocks:
             return
-        stored = {info.key for info in self.store.list(f"{self.name}/blocks/")}
-        self.store_blocks([b for b in blocks if block_key(self.name, b.hash) not in stored])
-
-    def store_blocks(self, blocks: Sequence[NewBlock]) -> None:
-        """Write block objects in parallel (content-addressed: re-writing one is harmless). A
-        10,000-block push must not wait for them one request at a time."""
-        self.store.put_many([(block_key(self.name, b.hash), b.data) for b in blocks])
+        stored = self.blocks.write([] if pack is not None else [(b.hash, b.data) for b in blocks], pack)
+        self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks), stored.address)
 
     def append(self, events: Iterable[Event], dataset_id: str | None = None) -> ChainTip:
         """Append blocks for ``events`` on top of the current head (creating the dataset with a Seed

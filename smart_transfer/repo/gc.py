@@ -1,13 +1,17 @@
-"""Orphan clean-up (seed 003): delete blocks that are not on a dataset's chain and objects that no
-block of the chain references, once they are older than a grace period: what failed, abandoned or
-out-raced pushes and forced rewrites leave behind. Multipart uploads started longer ago than the
-grace period and never completed (a push killed mid-object and not run again) are aborted, which
-frees their parts.
+"""Orphan clean-up (seed 003) and repacking. ``collect_garbage`` deletes what no dataset's chain needs
+once it is older than a grace period: what failed, abandoned or out-raced pushes and forced rewrites
+leave behind (packs and single-block objects off the chain, unreferenced objects), and single-block
+objects a pack holds too. Multipart uploads started longer ago than the grace period and never
+completed (a push killed mid-object and not run again) are aborted, which frees their parts. With
+``repack`` it first writes each chain as one pack, so the blocks of repositories from before packs
+(one object per block) and a history of one pack per push become one object, and everything that
+pack makes redundant goes.
 
 What a running push may still commit is younger than the grace period (sessions end at the server's
 session timeout, which the grace period must not be shorter than), and the objects such young blocks
-reference are kept too. The server's index forgets the objects of blocks a rewrite replaced, so it
-never claims a collected object is present.
+reference are kept too. A deleted block is always held by a pack that stays, so a reader never finds
+a block missing that the chain needs (readers list the packs again before they give up). The server's
+index forgets the objects of blocks a rewrite replaced, so it never claims a collected object is present.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from dataclasses import dataclass, field
 
 from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError, Multihash, NewBlock, objects_of
 from smart_transfer.model.manifest import decode_manifest
+from smart_transfer.model.pack import encode_pack
 from smart_transfer.model.walk import walk_chain
-from smart_transfer.repo.layout import ObjectKind, block_key, head_key, object_prefix
+from smart_transfer.repo.errors import CorruptRepository
+from smart_transfer.repo.layout import ObjectKind, head_key, object_prefix, pack_key
+from smart_transfer.repo.packs import DatasetBlocks
 from smart_transfer.storage import ObjectInfo, ObjectNotFound, ObjectStore
 
 #: Default grace period: the default session timeout.
@@ -35,6 +42,18 @@ class GcReport:
     too_young: int = 0
     #: Multipart uploads aborted, as "key (upload id)".
     aborted_uploads: list[str] = field(default_factory=list)
+    #: Packs a repack wrote (or, in a dry run, would write).
+    written: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Dataset:
+    """What one dataset's store holds: its chain, every pack's blocks, its single-block objects."""
+
+    chain: list[NewBlock]
+    packs: dict[str, tuple[ObjectInfo, set[Multihash]]]
+    singles: dict[Multihash, ObjectInfo]
+    block_bytes: dict[Multihash, bytes]
 
 
 def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -> set[str]:
@@ -50,11 +69,43 @@ def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -
     return {f"{dataset}/{r.kind.value}/{r.physical_hash}" for r in objects_of(blocks, manifests)}
 
 
-def _chain(store: ObjectStore, dataset: DatasetName) -> list[NewBlock]:
-    """The blocks reachable from the dataset's head (walked in the store, one read each)."""
-    raw = store.read_ref(head_key(dataset))
+def _read(blocks: DatasetBlocks) -> _Dataset:
+    """Every pack (checked), the single-block objects, and the chain walked back from head through them."""
+    packs: dict[str, tuple[ObjectInfo, set[Multihash]]] = {}
+    block_bytes: dict[Multihash, bytes] = {}
+    for info in blocks.packs():
+        content = blocks.read(info.key)
+        packs[info.key] = (info, {h for h, _ in content})
+        block_bytes.update(content)
+    singles: dict[Multihash, ObjectInfo] = {}
+    for info in blocks.single_blocks():
+        with contextlib.suppress(ModelError):
+            singles[Multihash.parse(info.key.rpartition("/")[2])] = info
+
+    def fetch(block_hash: Multihash) -> bytes:
+        data = block_bytes.get(block_hash) or blocks.read_single(block_hash)
+        if data is None:
+            raise CorruptRepository(f"{blocks.dataset}: block {block_hash} of the chain is missing from the store")
+        return data
+
+    raw = blocks.store.read_ref(head_key(blocks.dataset))
     head = Multihash.parse(raw.decode().strip()) if raw else None
-    return walk_chain(head, lambda h: store.get(block_key(dataset, h)), lambda _h: False).blocks
+    chain = walk_chain(head, fetch, lambda _h: False).blocks
+    return _Dataset(chain, packs, singles, block_bytes)
+
+
+def _repack(blocks: DatasetBlocks, found: _Dataset, report: GcReport, dry_run: bool) -> str | None:
+    """Write the chain as one pack (unless that very pack is stored); its key."""
+    if not found.chain:
+        return None
+    data = encode_pack((b.hash, b.data) for b in found.chain)
+    address = Multihash.of(data)
+    key = pack_key(blocks.dataset, address)
+    if key not in found.packs:
+        report.written.append(key)
+        if not dry_run:
+            blocks.write([], (address, data))
+    return key
 
 
 def _delete(store: ObjectStore, info: ObjectInfo, report: GcReport, dry_run: bool) -> None:
@@ -76,11 +127,50 @@ def _abort_stale_uploads(
             store.abort_multipart(upload.key, upload.upload_id)
 
 
+def _collect_blocks(
+    blocks: DatasetBlocks, found: _Dataset, repacked: str | None, cutoff: float, report: GcReport, dry_run: bool
+) -> list[NewBlock]:
+    """Delete packs and single-block objects nothing needs; the young off-chain blocks (a push in
+    flight may commit them) are returned, so their objects stay too."""
+    on_chain = {b.hash for b in found.chain}
+    young: set[Multihash] = set()
+    held = set(on_chain) if repacked is not None else set()  # blocks in packs that stay
+    for key, (info, hashes) in found.packs.items():
+        off_chain = hashes - on_chain
+        if key == repacked or (repacked is None and hashes & on_chain):
+            report.kept += 1
+            held |= hashes
+        elif off_chain and info.modified > cutoff:
+            report.too_young += 1
+            held |= hashes
+            young |= off_chain
+        else:  # it holds no chain block, or only ones the repacked pack holds, and nothing young
+            _delete(blocks.store, info, report, dry_run)
+    for block_hash, info in found.singles.items():
+        if block_hash in held:
+            _delete(blocks.store, info, report, dry_run)
+        elif block_hash in on_chain:
+            report.kept += 1  # a repository from before packs: kept until repacked
+        elif info.modified > cutoff:
+            report.too_young += 1
+            young.add(block_hash)
+        else:
+            _delete(blocks.store, info, report, dry_run)
+    young_blocks = []
+    for block_hash in young:
+        with contextlib.suppress(ModelError, CorruptRepository):
+            data = found.block_bytes.get(block_hash) or blocks.read_single(block_hash)
+            if data is not None:
+                young_blocks.append(NewBlock.decode(data, block_hash))
+    return young_blocks
+
+
 def collect_garbage(
-    store: ObjectStore, grace_seconds: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False
+    store: ObjectStore, grace_seconds: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False, repack: bool = False
 ) -> GcReport:
-    """Delete (or, with ``dry_run``, only list) blocks off every chain and unreferenced objects older
-    than ``grace_seconds``, and abort multipart uploads started before then."""
+    """Delete (or, with ``dry_run``, only list) what no chain needs and is older than ``grace_seconds``,
+    and abort multipart uploads started before then; with ``repack``, write each chain as one pack
+    first (see the module docstring)."""
     report = GcReport()
     cutoff = time.time() - grace_seconds
     for child in list(store.list_children("")):
@@ -89,19 +179,11 @@ def collect_garbage(
         except InvalidDatasetName:
             continue
         report.datasets += 1
-        chain = _chain(store, dataset)
-        on_chain = {block_key(dataset, b.hash) for b in chain}
-        young: list[NewBlock] = []
-        for info in list(store.list(f"{dataset}/blocks/")):
-            if info.key in on_chain:
-                report.kept += 1
-            elif info.modified > cutoff:
-                report.too_young += 1
-                with contextlib.suppress(ModelError, ObjectNotFound):
-                    young.append(NewBlock.decode(store.get(info.key)))  # a push in flight may commit it
-            else:
-                _delete(store, info, report, dry_run)
-        referenced = _refs_of(store, dataset, chain + young)
+        blocks = DatasetBlocks(store, dataset)
+        found = _read(blocks)
+        repacked = _repack(blocks, found, report, dry_run) if repack else None
+        young = _collect_blocks(blocks, found, repacked, cutoff, report, dry_run)
+        referenced = _refs_of(store, dataset, found.chain + young)
         for kind in ObjectKind:
             for info in list(store.list(object_prefix(dataset, kind))):
                 if info.key in referenced:

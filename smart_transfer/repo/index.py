@@ -1,6 +1,7 @@
 """The RocksDB (rocksdict) index of a repository: per dataset, the tip it was synced to, block bytes
-by hash, block hash by sequence number, and objects known to be present. Everything in it can be
-rebuilt from the store (delete the directory), so it is a cache that makes reads O(1) round trips."""
+by hash, block hash and bytes by sequence number (the chain in order), the block packs whose blocks it
+holds, and objects known to be present. Everything in it can be rebuilt from the store (delete the
+directory), so it is a cache that makes reads O(1) round trips."""
 
 from __future__ import annotations
 
@@ -68,16 +69,38 @@ class RepositoryIndex:
         raw = self._db.get(_key(dataset, "s", _SEQ.pack(seq)))
         if raw is None:
             return None
-        text, _, offset = raw.decode().partition(" ")
-        return Multihash.parse(text), int(offset)
+        text, offset = raw.split(b" ", 2)[:2]
+        return Multihash.parse(text.decode()), int(offset)
+
+    def _entries(self, dataset: DatasetName, first_seq: int, last_seq: int) -> Iterator[list[bytes]]:
+        """The sequence entries ``first_seq..last_seq`` of the indexed chain, in order (one scan, not
+        a lookup per block), each split into hash, next offset and (recorded since packs) the block."""
+        expected = first_seq
+        if first_seq <= last_seq:
+            for key, value in self._db.items(from_key=_key(dataset, "s", _SEQ.pack(first_seq))):
+                assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
+                if key != _key(dataset, "s", _SEQ.pack(expected)):
+                    break
+                yield value.split(b" ", 2)
+                if expected == last_seq:
+                    return
+                expected += 1
+        if expected <= last_seq:
+            raise RepositoryError(f"index of {dataset} has no block {expected}; delete the index to rebuild it")
 
     def hashes_between(self, dataset: DatasetName, first_seq: int, last_seq: int) -> Iterator[Multihash]:
         """Hashes of blocks ``first_seq..last_seq`` (inclusive) of the indexed chain, in order."""
-        for seq in range(first_seq, last_seq + 1):
-            entry = self.entry_at(dataset, seq)
-            if entry is None:
-                raise RepositoryError(f"index of {dataset} has no block {seq}; delete the index to rebuild it")
-            yield entry[0]
+        for entry in self._entries(dataset, first_seq, last_seq):
+            yield Multihash.parse(entry[0].decode())
+
+    def chain_blocks(
+        self, dataset: DatasetName, first_seq: int, last_seq: int
+    ) -> Iterator[tuple[Multihash, bytes | None]]:
+        """Hashes and bytes of blocks ``first_seq..last_seq`` of the indexed chain, in order, read in
+        one scan: a 100,000-block pull plans without a random lookup per block. The bytes are None in
+        entries recorded by an index from before packs (then look them up by hash)."""
+        for entry in self._entries(dataset, first_seq, last_seq):
+            yield Multihash.parse(entry[0].decode()), entry[2] if len(entry) > 2 else None
 
     def object_size(self, dataset: DatasetName, kind: ObjectKind, object_hash: Multihash) -> int | None:
         raw = self._db.get(_key(dataset, "o", f"{kind.value}/{object_hash}".encode()))
@@ -99,26 +122,35 @@ class RepositoryIndex:
         raw = self._db.get(_key(dataset, "m", f"{kind.value}/{object_hash}".encode()))
         return None if raw is None else raw.decode()
 
-    def record_blocks(self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
-        """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain)."""
+    def record_blocks(
+        self, dataset: DatasetName, blocks: Iterable[tuple[Multihash, bytes]], pack: Multihash | None = None
+    ) -> None:
+        """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain);
+        with ``pack``, remember too that every block of that pack is cached (one batch)."""
         batch = WriteBatch(raw_mode=True)
         for block_hash, data in blocks:
             batch.put(_key(dataset, "b", str(block_hash).encode()), data)
+        if pack is not None:
+            batch.put(_key(dataset, "p", str(pack).encode()), b"")
         self._db.write(batch)
+
+    def has_pack(self, dataset: DatasetName, pack: Multihash) -> bool:
+        """Whether every block of ``pack`` is cached here."""
+        return self._db.get(_key(dataset, "p", str(pack).encode())) is not None
 
     def advance(
         self,
         dataset: DatasetName,
         old_tip: ChainTip | None,
         new_tip: ChainTip,
-        entries: Iterable[tuple[int, Multihash, int]],
+        entries: Iterable[tuple[int, Multihash, int, bytes]],
         objects: Iterable[tuple[ObjectKind, Multihash, int]],
     ) -> None:
-        """Atomically record a new tip: sequence entries ``(seq, hash, next_offset)`` for the new
-        blocks, the objects they reference, and drop entries beyond the new tip (after a rewrite)."""
+        """Atomically record a new tip: sequence entries ``(seq, hash, next_offset, block bytes)`` for
+        the new blocks, the objects they reference, and drop entries beyond the new tip (after a rewrite)."""
         batch = WriteBatch(raw_mode=True)
-        for seq, block_hash, next_offset in entries:
-            batch.put(_key(dataset, "s", _SEQ.pack(seq)), f"{block_hash} {next_offset}".encode())
+        for seq, block_hash, next_offset, data in entries:
+            batch.put(_key(dataset, "s", _SEQ.pack(seq)), f"{block_hash} {next_offset} ".encode() + data)
         if old_tip is not None:
             for seq in range(new_tip.sequence_number + 1, old_tip.sequence_number + 1):
                 batch.delete(_key(dataset, "s", _SEQ.pack(seq)))

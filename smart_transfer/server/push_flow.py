@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef
+from smart_transfer.model import ChainTip, Multihash, ObjectRef
 from smart_transfer.protocol.errors import (
     ErrorCode,
     MessageTooLargeDetails,
@@ -184,9 +184,8 @@ def _complete_uploads(dataset: DatasetRepository, state: PushState) -> None:
         raise upload_invalid(failures)
 
 
-def _verify_and_commit(dataset: DatasetRepository, state: PushState, skipped_blocks: list[NewBlock]) -> ChainTip:
-    """Check every required object, then CAS head (worker thread)."""
-    dataset.ensure_blocks_stored(skipped_blocks)
+def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip:
+    """Check every required object, then CAS head (worker thread; the blocks' pack is stored)."""
     _complete_uploads(dataset, state)
     verify_uploads(dataset, list(state.required.values()), state.promised_etags)
     if not state.bundle.blocks:
@@ -228,9 +227,9 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
     await session.send(accepted)
     tarball = await session.expect(MetadataTarball)
     await asyncio.to_thread(_attach, dataset, state, request, tarball.data)
-    # Blocks are invisible until head moves, so write them while the client uploads the objects
-    # (a failed push leaves them for gc, like its objects).
-    writing = asyncio.create_task(asyncio.to_thread(dataset.stage_blocks, state.bundle.blocks))
+    # Blocks are invisible until head moves, so write their pack (one store write) while the client
+    # uploads the objects (a failed push leaves it for gc, like its objects).
+    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, state.bundle.blocks, state.bundle.pack))
     writing.add_done_callback(lambda task: task.cancelled() or task.exception())
     await session.send(
         DatasetPushMetadataAccepted(
@@ -249,8 +248,8 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
         transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, settings)
         server.metrics.urls_signed.labels("PUT").inc(sum(isinstance(t.transfer, HttpUpload) for t in transfers))
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
-    skipped_blocks = await writing
-    committing = asyncio.to_thread(_verify_and_commit, dataset, state, skipped_blocks)
+    await writing
+    committing = asyncio.to_thread(_verify_and_commit, dataset, state)
     new_tip = await _with_keep_alive(session, committing, settings.keepalive_interval_seconds)
     server.heads.notify(dataset.name)  # followers of this replica pull it now
     old_head = str(state.remote_tip.head) if state.remote_tip is not None else None

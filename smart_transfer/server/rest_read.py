@@ -17,7 +17,6 @@ from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError, RangeNotSatisfiableDetails
 from smart_transfer.protocol.rest import BlockPosition, DatasetInfo, ObjectTotals
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.repo.layout import block_key
 from smart_transfer.server.rest_common import (
     BINARY,
     DatasetParam,
@@ -108,12 +107,10 @@ def _block(repo: DatasetRepository, wanted: Multihash) -> bytes:
     if data is None:
         repo.require_tip()
         data = repo.index.block_bytes(repo.name, wanted)
+    if data is None:  # on no chain (a push in flight, REST uploads): out of a pack through its index
+        data = repo.blocks.find(wanted, lambda pack: repo.index.has_pack(repo.name, pack))
     if data is None:
-        key = block_key(repo.name, wanted)
-        stored = repo.store.get(key) if repo.store.head(key) is not None else None
-        if stored is None or not wanted.matches(stored):
-            raise ProtocolError(ErrorCode.BLOCK_NOT_FOUND, f"no block {wanted} in {repo.name}")
-        data = stored
+        raise ProtocolError(ErrorCode.BLOCK_NOT_FOUND, f"no block {wanted} in {repo.name}")
     return data
 
 

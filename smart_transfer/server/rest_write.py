@@ -23,7 +23,6 @@ from smart_transfer.protocol.errors import (
     ProtocolError,
 )
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.repo.layout import block_key
 from smart_transfer.server.rest_common import (
     BINARY,
     DatasetParam,
@@ -110,7 +109,8 @@ async def write_head(
 
 
 def _store_block(repo: DatasetRepository, wanted: Multihash, data: bytes) -> bool:
-    created = repo.store.create_if_absent(block_key(repo.name, wanted), data)
+    # one object per block until the head move packs them (another replica may take that request)
+    created = repo.blocks.write_single(wanted, data)
     repo.index.record_blocks(repo.name, [(wanted, data)])
     return created
 

@@ -1,6 +1,6 @@
 """A bundle: the blocks one operation moves (oldest first) and the checkpoint manifests they reference.
-Every path checks a bundle here before trusting it: from a tarball (smart push and pull), from
-blocks and manifests fetched one by one (simple pull), or read back from a store (REST head move)."""
+Every path checks a bundle here before trusting it: from a tarball's block pack (smart push and pull),
+from blocks and manifests fetched one by one (simple pull), or read back from a store (REST head move)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ class Bundle:
 
     blocks: list[NewBlock] = field(default_factory=list)
     manifests: dict[Multihash, CheckpointManifest] = field(default_factory=dict)
+    #: The blocks' pack as received (its address and bytes), when they came in one.
+    pack: tuple[Multihash, bytes] | None = None
 
     def objects(self) -> list[ObjectRef]:
         """Every object the blocks reference, checkpoint files included."""
@@ -71,4 +73,6 @@ def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
 def bundle_from_tarball(data: bytes, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES) -> Bundle:
     """Unpack, decode and check a metadata tarball."""
     unpacked = unpack_blocks(data, max_expanded_bytes=max_expanded_bytes)
-    return check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
+    bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
+    bundle.pack = unpacked.pack
+    return bundle

@@ -128,7 +128,9 @@ def commit_uploaded(
     if not walk.blocks:  # the new head is an older block of the chain: only force moves head back
         earlier = rewind_to(dataset, current, new_head, force)
         return commit_chain(dataset, expected, earlier, [], {}, blocks_stored=True)
-    dataset.ensure_blocks_stored(walk.blocks)  # the index may remember blocks gc has since removed
+    # the walked blocks (uploaded one by one, or in packs) become this commit's pack: one write, and
+    # what head references is stored whatever gc removed since the index cached it
+    dataset.store_blocks(walk.blocks)
     base = attach(current, walk.blocks, force, dataset.chain_tip_at)
     manifests = {}
     for ref in checkpoint_refs(walk.blocks):

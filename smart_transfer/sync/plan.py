@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from smart_transfer.model import ChainTip, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.model import ChainTip, Multihash, ObjectRef, committed_refs
+from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, InvalidIntervalDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import last_common
@@ -66,12 +67,6 @@ def plan_pull(
     plan.blocks = list(dataset.blocks_after(target, plan.begin_after))
     refs = committed_refs(data for _, data in plan.blocks)
     manifests = dataset.manifests_of(refs)
-    seen = {(r.kind, r.physical_hash) for r in refs}
-    for manifest in manifests.values():  # each checkpoint's files travel as objects too
-        for item in manifest.files:
-            if (ObjectKind.CHECKPOINT, item.physical_hash) not in seen:
-                seen.add((ObjectKind.CHECKPOINT, item.physical_hash))
-                refs.append(ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size))
-    plan.objects = refs
+    plan.objects = with_files(refs, manifests)  # each checkpoint's files travel as objects too
     plan.manifests = {h: m.encode() for h, m in manifests.items()}
     return plan

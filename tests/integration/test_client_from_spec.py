@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import re
+import struct
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -51,20 +52,48 @@ class SpecClient:
         return message
 
 
+def unpack_pack(pack: bytes) -> list[tuple[str, bytes]]:
+    """The blocks of a block pack, by the document's x-pack layout (integers as its byteOrder says)."""
+    layout = {part["name"]: part for part in DOCUMENT["components"]["messages"]["MetadataTarball"]["x-pack"]["layout"]}
+    order = ">" if DOCUMENT["components"]["messages"]["MetadataTarball"]["x-pack"]["byteOrder"] == "big-endian" else "<"
+    uint32 = struct.Struct(order + "I")
+    magic = bytes.fromhex(layout["magic"]["hex"])
+    assert pack[: len(magic)] == magic and layout["count"]["type"] == "uint32"
+    (count,) = uint32.unpack_from(pack, len(magic))
+    position = len(magic) + uint32.size
+    hash_field, size_field = layout["index"]["fields"]
+    assert (hash_field["name"], size_field["name"], size_field["type"]) == ("hash", "size", "uint32")
+    index = []
+    for _ in range(count):
+        raw = pack[position : position + hash_field["size"]]
+        (size,) = uint32.unpack_from(pack, position + hash_field["size"])
+        index.append(("f" + raw.hex(), size))
+        position += hash_field["size"] + uint32.size
+    blocks = []
+    for address, size in index:
+        content = pack[position : position + size]
+        assert sha256_multihash(content) == address
+        blocks.append((address, content))
+        position += size
+    assert position == len(pack)
+    return blocks
+
+
 def unpack(tarball: bytes) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
     """Blocks and manifests of a metadata tarball, by the document's x-archive description."""
     archive = DOCUMENT["components"]["messages"]["MetadataTarball"]["x-archive"]
-    block_entry, manifest_entry = archive["entries"]
-    blocks, manifests = [], []
+    pack_entry, manifest_entry = archive["entries"]
+    blocks: list[tuple[str, bytes]] = []
+    manifests = []
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(tarball)), mode="r:") as tar:
-        for member in tar:
+        for index, member in enumerate(tar):
             source = tar.extractfile(member)
             assert source is not None
             content, address = source.read(), member.name.rpartition("-")[2]
             assert sha256_multihash(content) == address
-            if re.fullmatch(block_entry["name"], member.name):
-                assert member.name.startswith(f"{len(blocks):09d}-")
-                blocks.append((address, content))
+            if index == 0:
+                assert re.fullmatch(pack_entry["name"], member.name)
+                blocks = unpack_pack(content)
             else:
                 assert re.fullmatch(manifest_entry["name"], member.name)
                 manifests.append((address, content))

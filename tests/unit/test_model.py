@@ -84,6 +84,10 @@ def test_multihash_of_matches_hashlib_sha256(data: bytes) -> None:
         "f1220" + "a" * 66,
         "../etc/passwd",
         "f1220" + "a" * 63 + "\0",
+        "f1220" + "a" * 32 + " " + "a" * 31,
+        "f1220" + "a" * 62 + "\n" + "a",
+        "f1220" + "a" * 63 + "é",
+        "f1220" + "a" * 10 + "A" + "a" * 53,
     ],
 )
 def test_malformed_multihash_text_is_refused(text: str) -> None:
@@ -155,6 +159,31 @@ def test_block_hash_is_stable_across_versions() -> None:
             "canonical",
         ),
         (b"{" + b" " * 70000 + b"}", "limit"),
+        (
+            b'{"event":{"new_data":null,"new_watermark":"2024-01-31T12:00:00Z","type":"AddData"},'
+            b'"prev_block_hash":null,"sequence_number":1,"system_time":"2024-01-31T12:00:00Z"}',
+            "canonical",
+        ),
+        (
+            b'{"event":{"description":"x","keywords":[],"type":"SetInfo"},"prev_block_hash":null,'
+            b'"sequence_number":9223372036854775808,"system_time":"2024-01-31T12:00:00Z"}',
+            "out of range",
+        ),
+        (
+            b'{"event":{"description":1.5,"keywords":[],"type":"SetInfo"},"prev_block_hash":null,'
+            b'"sequence_number":1,"system_time":"2024-01-31T12:00:00Z"}',
+            "expected text",
+        ),
+        (
+            b'{"event":{"description":"x","keywords":[2.5],"type":"SetInfo"},"prev_block_hash":null,'
+            b'"sequence_number":1,"system_time":"2024-01-31T12:00:00Z"}',
+            "list of text",
+        ),
+        (
+            b'{"event":{"description":"x","keywords":[],"type":"SetInfo"},"prev_block_hash":null,'
+            b'"sequence_number":1,"system_time":"2024-01-31T12:00:00Z","extra":true}',
+            "unknown field",
+        ),
     ],
 )
 def test_malformed_blocks_are_refused_with_a_reason(data: bytes, fragment: str) -> None:

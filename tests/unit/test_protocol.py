@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from smart_transfer.model import Multihash
+from smart_transfer.model.pack import encode_pack
 from smart_transfer.protocol import codec
 from smart_transfer.protocol import messages as m
 from smart_transfer.protocol.connection import (
@@ -355,20 +356,30 @@ def _tar(entries: list[tuple[str, bytes]]) -> bytes:
     return gzip.compress(raw.getvalue())
 
 
+def _pack_entry(pack: bytes) -> tuple[str, bytes]:
+    return "pack-" + str(Multihash.of(pack)), pack
+
+
+_A = encode_pack([(Multihash.of(b"a"), b"a")])
+
+
 @pytest.mark.parametrize(
     ("data", "fragment"),
     [
         (b"not gzip", "malformed"),
         (gzip.compress(b"not a tar" * 100), "malformed"),
-        (_tar([("000000000-" + str(Multihash.of(b"a")), b"b")]), "does not match its hash"),
-        (_tar([("000000001-" + str(Multihash.of(b"a")), b"a")]), "out of order"),
+        (_tar([]), "carries no block pack"),
+        (_tar([("pack-" + str(Multihash.of(b"a")), _A)]), "pack .* does not match its hash"),
+        (_tar([_pack_entry(encode_pack([(Multihash.of(b"a"), b"b")]))]), "block .* does not match its hash"),
+        (_tar([_pack_entry(b"NOTPACK\n" + _A[8:])]), "bad magic"),
+        (_tar([_pack_entry(_A + b"x")]), "its index describes"),
+        (_tar([_pack_entry(_A[:-1])]), "its index describes"),
+        (_tar([("000000000-" + str(Multihash.of(b"a")), b"a")]), "out of order"),
         (_tar([("../../etc/passwd", b"a")]), "out of order"),
-        (
-            _tar([("manifest-" + str(Multihash.of(b"m")), b"m"), ("000000000-" + str(Multihash.of(b"a")), b"a")]),
-            "out of order",
-        ),
-        (_tar([("manifest-" + str(Multihash.of(b"m")), b"x")]), "manifest .* does not match its hash"),
-        (_tar([("000000000-" + str(Multihash.of(b"a" * 70000)), b"a" * 70000)]), "not a block"),
+        (_tar([("manifest-" + str(Multihash.of(b"m")), b"m"), _pack_entry(_A)]), "out of order"),
+        (_tar([_pack_entry(_A), _pack_entry(_A)]), "out of order"),
+        (_tar([_pack_entry(_A), ("manifest-" + str(Multihash.of(b"m")), b"x")]), "manifest .* does not match its hash"),
+        (_tar([_pack_entry(encode_pack([(Multihash.of(b"a" * 70000), b"a" * 70000)]))]), "block limit"),
         (gzip.compress(b"\0" * (2 * 1024 * 1024)), "expands beyond"),
     ],
 )

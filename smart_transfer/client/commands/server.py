@@ -1,4 +1,4 @@
-"""``serve``, ``token`` and ``gc``: the server-side commands. Only the light settings module (the
+"""``serve``, ``token``, ``gc`` and ``repack``: the server-side commands. Only the light settings module (the
 defaults ``--help`` shows) is imported up front; the app, uvicorn, auth and gc only when one runs."""
 
 from __future__ import annotations
@@ -141,21 +141,24 @@ def run_gc(args: argparse.Namespace) -> int:
     )
     store = settings.open_store(0)
     try:
-        report = collect_garbage(store, args.grace, dry_run=args.dry_run)
+        report = collect_garbage(store, args.grace, dry_run=args.dry_run, repack=args.repack)
     finally:
         store.close()
     verb = "would delete" if args.dry_run else "deleted"
     if args.json:
         print_json({"dry_run": args.dry_run, **report.__dict__})
         return 0
+    for key in report.written:
+        print(f"{'would write' if args.dry_run else 'wrote'} {key}")
     for key in report.deleted:
         print(f"{verb} {key}")
     for upload in report.aborted_uploads:
         print(f"{'would abort' if args.dry_run else 'aborted'} the unfinished upload of {upload}")
+    packed = f"{len(report.written)} pack(s) written, " if args.repack else ""
     print(
-        f"{report.datasets} dataset(s): {verb} {len(report.deleted)} unreferenced object(s) "
+        f"{report.datasets} dataset(s): {packed}{verb} {len(report.deleted)} unneeded object(s) "
         f"({report.deleted_bytes} bytes), {len(report.aborted_uploads)} unfinished upload(s); kept "
-        f"{report.kept} referenced and {report.too_young} younger than the grace period"
+        f"{report.kept} needed and {report.too_young} younger than the grace period"
     )
     return 0
 
@@ -457,14 +460,27 @@ def register(commands: Commands) -> None:
     gc = add_parser(
         commands,
         "gc",
-        help="server side: delete blocks and objects no chain references (left by failed pushes)",
-        description="Delete blocks that are on no dataset's chain and data and checkpoint objects no chain "
-        "references, once they are older than the grace period, and abort multipart uploads started before then. "
-        "The chain, what it references, and young blocks "
-        "a running push may still commit are never deleted. Keep --grace at least the server's --session-timeout.",
+        help="server side: delete blocks and objects no chain needs (left by failed pushes)",
+        description="Delete block packs and single-block objects holding no block of a dataset's chain (and "
+        "single-block objects a pack holds too), and data and checkpoint objects no chain references, once they "
+        "are older than the grace period, and abort multipart uploads started before then. The chain, what it "
+        "references, and young blocks a running push may still commit are never deleted. Keep --grace at least "
+        "the server's --session-timeout.",
     )
-    gc.add_argument("--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)")
-    gc.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
-    gc.add_argument("--json", action="store_true", help="print one JSON report")
-    _add_store_options(gc)
-    gc.set_defaults(handler=run_gc)
+    repack = add_parser(
+        commands,
+        "repack",
+        help="server side: store each dataset's chain as one block pack, then gc",
+        description="Write each dataset's chain as one block pack (repositories from before packs keep one "
+        "object per block; a history of pushes has one pack per push), then delete what that pack makes "
+        "redundant and what gc deletes. Readers keep working throughout: a block is only deleted once a pack "
+        "that stays holds it.",
+    )
+    for parser, is_repack in ((gc, False), (repack, True)):
+        parser.add_argument(
+            "--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)"
+        )
+        parser.add_argument("--dry-run", action="store_true", help="only list what would be written and deleted")
+        parser.add_argument("--json", action="store_true", help="print one JSON report")
+        _add_store_options(parser)
+        parser.set_defaults(handler=run_gc, repack=is_repack)

@@ -28,6 +28,7 @@ from websockets.sync.client import ClientConnection, connect
 from smart_transfer.client.cli import build_parser
 from smart_transfer.model import Multihash
 from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.storage.s3 import S3Store
 from tests.conftest import CLI, S3Env, ServerProcess, backend_args, make_files, run_cli, summary
 from tests.integration.test_resume_and_expiry import log_of, remote_chain
 from tests.integration.test_security import error_of, token, ws
@@ -349,7 +350,14 @@ def test_sessions_still_running_after_the_grace_period_end_with_shutting_down(
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until(lambda: sample(metrics_of(server), "smart_transfer_sessions_active", flow="push") == 1)
+    # some objects are stored before the shutdown, so the re-run has something to resume (however
+    # loaded the machine: the client may still be hashing when the session opens)
+    store = S3Store(s3_env.bucket, args[-1], endpoint_url=s3_env.endpoint)
+    try:
+        wait_until(lambda: any(store.list(f"{dataset_name}/data/")), timeout=60)
+    finally:
+        store.close()
+    assert push.poll() is None, "the push ended before the shutdown (100 KiB/s: it needs about 6 s)"
     server.process.send_signal(signal.SIGTERM)
     started = time.monotonic()
     _, err = push.communicate(timeout=60)

@@ -112,6 +112,8 @@ def test_reads_see_only_committed_data_during_and_after_a_killed_pull(
         deadline = time.monotonic() + 60
         while len(list(data.glob("*"))) < 6 and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
+        # paused mid-transfer, so the reads run beside it however loaded the machine is
+        process.send_signal(signal.SIGSTOP)
         assert process.poll() is None, "the pull ended before the reads could run beside it"
         # the pull holds the workspace; readers open it read-only and see the committed state only
         assert [r["offset"] for r in tail(b, dataset_name, "-n", "3")] == [47, 48, 49]

@@ -7,7 +7,8 @@ and the AWS CLI, each with its own defaults otherwise (part sizes, per-file conc
 
 Cases: (s) 2,000 x 4 KiB objects (+2,000 blocks); (g) one 1 GiB object (multipart push, ranged pull);
 (a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move: an up-to-date
-pull, and a push resumed after an attempt that uploaded every object but died before committing;
+pull, a push resumed after an attempt that uploaded every object but died before committing, and a
+push with nothing new;
 (d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3);
 (x) one object larger than S3's 5 GiB single-PUT limit, pushed and pulled back (one run, no peers);
 (i) Spark ingest of 1M and 5M CSV rows, key mode and append mode: wall time and the peak RSS of the
@@ -385,6 +386,9 @@ class Bench:
             seconds, summary = self.cli("push", name, target, "--json", "--workspace", str(workspace))
             assert summary["objects_transferred"] == 0, summary
             self.record("c resumed push", "smart push", seconds)
+            seconds, summary = self.cli("push", name, target, "--json", "--workspace", str(workspace))
+            assert summary["up_to_date"], summary
+            self.record("c no-op push", "smart push", seconds)
 
     def rgw_gets(self) -> int:
         """Object GETs the private S3 gateway served so far (its perf counters, via its admin socket)."""

@@ -222,13 +222,12 @@ class Bench:
             shutil.rmtree(down, ignore_errors=True)
 
     def server_puts(self) -> int:
-        """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call, and
-        per bulk PUT, how stores before packs wrote blocks)."""
+        """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call)."""
         import urllib.request
 
         with urllib.request.urlopen(f"{self.url}/metrics") as response:
             text = response.read().decode()
-        found = re.findall(r'^smart_transfer_store_seconds_count\{operation="(?:Bulk)?PutObject"\} (\S+)$', text, re.M)
+        found = re.findall(r'^smart_transfer_store_seconds_count\{operation="PutObject"\} (\S+)$', text, re.M)
         return sum(int(float(count)) for count in found)
 
     def counted_push(self, *args: str) -> tuple[float, dict[str, Any], int]:

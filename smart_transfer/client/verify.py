@@ -102,7 +102,7 @@ def _stored_blocks(dataset: DatasetRepository, report: VerifyReport) -> dict[Mul
     found: dict[Multihash, bytes] = {}
     for info in dataset.blocks.packs():
         try:
-            found.update(dataset.blocks.read(info.key))
+            found.update(dataset.blocks.read(info.key) or ())
         except CorruptRepository as exc:
             report.problems.append(str(exc))
     return found

@@ -100,15 +100,20 @@ def read_index(header: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[PackEnt
 
 def decode_pack(data: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[tuple[Multihash, bytes]]:
     """The blocks of a pack (address and bytes, in pack order), each checked against its address;
-    InvalidBlock when the pack is malformed, truncated, has trailing bytes or a block does not match."""
+    InvalidBlock when the pack is malformed, truncated, has trailing bytes, holds a block twice or a
+    block does not match."""
     entries = list(_entries(data, max_blocks))
     offset = header_size(len(entries))
     described = offset + sum(size for _, size in entries)
     if described != len(data):
         raise InvalidBlock(f"pack is {len(data)} bytes; its index describes {described}")
     blocks = []
+    seen: set[Multihash] = set()
     for address, size in entries:
         content = data[offset : offset + size]
+        if address in seen:  # a chain has each block once; repeats would only cost the reader
+            raise InvalidBlock(f"block {address} is in the pack twice")
+        seen.add(address)
         if not address.matches(content):
             raise InvalidBlock(f"block {address} in the pack does not match its hash")
         blocks.append((address, content))

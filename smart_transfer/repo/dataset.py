@@ -64,9 +64,16 @@ class DatasetRepository:
             raise CorruptRepository(f"{self.name}: head reference is not a hash: {exc}") from None
 
     def block_bytes(self, block_hash: Multihash) -> bytes:
+        """A block's bytes (see ``find_block``); CorruptRepository when the store has it nowhere."""
+        data = self.find_block(block_hash)
+        if data is None:
+            raise CorruptRepository(f"{self.name}: block {block_hash} is missing from the store")
+        return data
+
+    def find_block(self, block_hash: Multihash) -> bytes | None:
         """A block's bytes, from the index when cached, else from the store (checked): the packs the
-        index has not cached yet are read whole and cached (a walk needs their other blocks next),
-        then a single-block object. CorruptRepository when the store has it nowhere."""
+        index has not cached yet are read whole and cached (a walk needs their other blocks next;
+        each pack is read once), then a single-block object. None when the store has it nowhere."""
         data = self.index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
         if data is not None:
             return data
@@ -78,7 +85,7 @@ class DatasetRepository:
             data = self.blocks.read_single(block_hash)
             if data is not None:
                 return data
-        raise CorruptRepository(f"{self.name}: block {block_hash} is missing from the store")
+        return None
 
     def _cache_new_packs(self, relist: bool) -> bool:
         """Read the packs of the store this index has not cached (listing them once per instance, or
@@ -91,8 +98,10 @@ class DatasetRepository:
             address = pack_address(info.key)
             if info.key in seen or address is None or self.index.has_pack(self.name, address):
                 continue
-            seen.add(info.key)
             blocks = self.blocks.read(info.key)
+            if blocks is None:
+                continue  # repacked meanwhile: the next listing has the pack that holds its blocks
+            seen.add(info.key)
             if self.index.read_only:
                 self._uncached.update(blocks)
             else:

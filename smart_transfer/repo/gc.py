@@ -69,29 +69,42 @@ def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -
     return {f"{dataset}/{r.kind.value}/{r.physical_hash}" for r in objects_of(blocks, manifests)}
 
 
-def _read(blocks: DatasetBlocks) -> _Dataset:
-    """Every pack (checked), the single-block objects, and the chain walked back from head through them."""
-    packs: dict[str, tuple[ObjectInfo, set[Multihash]]] = {}
-    block_bytes: dict[Multihash, bytes] = {}
+def _read_packs(blocks: DatasetBlocks, found: _Dataset) -> None:
+    """Read every listed pack ``found`` lacks (checked) into it."""
     for info in blocks.packs():
+        if info.key in found.packs:
+            continue
         content = blocks.read(info.key)
-        packs[info.key] = (info, {h for h, _ in content})
-        block_bytes.update(content)
-    singles: dict[Multihash, ObjectInfo] = {}
+        if content is None:
+            continue  # another gc or repack deleted it after the listing: its chain blocks are elsewhere
+        found.packs[info.key] = (info, {h for h, _ in content})
+        found.block_bytes.update(content)
+
+
+def _read(blocks: DatasetBlocks) -> _Dataset:
+    """Every pack (checked), the single-block objects, and the chain walked back from head through
+    them. Head is read first: a commit writes its pack before it moves head, so every block of the
+    chain read is in a pack or single-block object listed after it (or, when a concurrent repack
+    moved it, in a pack the listing is read again for)."""
+    raw = blocks.store.read_ref(head_key(blocks.dataset))
+    head = Multihash.parse(raw.decode().strip()) if raw else None
+    found = _Dataset([], {}, {}, {})
+    _read_packs(blocks, found)
     for info in blocks.single_blocks():
         with contextlib.suppress(ModelError):
-            singles[Multihash.parse(info.key.rpartition("/")[2])] = info
+            found.singles[Multihash.parse(info.key.rpartition("/")[2])] = info
 
     def fetch(block_hash: Multihash) -> bytes:
-        data = block_bytes.get(block_hash) or blocks.read_single(block_hash)
+        data = found.block_bytes.get(block_hash) or blocks.read_single(block_hash)
+        if data is None:
+            _read_packs(blocks, found)
+            data = found.block_bytes.get(block_hash)
         if data is None:
             raise CorruptRepository(f"{blocks.dataset}: block {block_hash} of the chain is missing from the store")
         return data
 
-    raw = blocks.store.read_ref(head_key(blocks.dataset))
-    head = Multihash.parse(raw.decode().strip()) if raw else None
-    chain = walk_chain(head, fetch, lambda _h: False).blocks
-    return _Dataset(chain, packs, singles, block_bytes)
+    found.chain = walk_chain(head, fetch, lambda _h: False).blocks
+    return found
 
 
 def _repack(blocks: DatasetBlocks, found: _Dataset, report: GcReport, dry_run: bool) -> str | None:
@@ -108,11 +121,19 @@ def _repack(blocks: DatasetBlocks, found: _Dataset, report: GcReport, dry_run: b
     return key
 
 
-def _delete(store: ObjectStore, info: ObjectInfo, report: GcReport, dry_run: bool) -> None:
+def _delete(store: ObjectStore, info: ObjectInfo, cutoff: float, report: GcReport, dry_run: bool) -> None:
+    """Delete an object found unneeded, unless it was written again since it was listed: a re-run
+    push rewrites a pack or an object it is about to commit (a smaller window than the listing's)."""
+    if not dry_run:
+        now = store.head(info.key)
+        if now is None:
+            return  # deleted meanwhile (another gc)
+        if now.modified > cutoff:
+            report.too_young += 1
+            return
+        store.delete(info.key)
     report.deleted.append(info.key)
     report.deleted_bytes += info.size
-    if not dry_run:
-        store.delete(info.key)
 
 
 def _abort_stale_uploads(
@@ -134,28 +155,32 @@ def _collect_blocks(
     flight may commit them) are returned, so their objects stay too."""
     on_chain = {b.hash for b in found.chain}
     young: set[Multihash] = set()
-    held = set(on_chain) if repacked is not None else set()  # blocks in packs that stay
+    # blocks held by packs that stay for the chain: their single-block objects are redundant
+    held = set(on_chain) if repacked is not None else set()
     for key, (info, hashes) in found.packs.items():
         off_chain = hashes - on_chain
         if key == repacked or (repacked is None and hashes & on_chain):
             report.kept += 1
             held |= hashes
+            if info.modified > cutoff:
+                young |= off_chain  # a forced rewrite just left these off the chain
         elif off_chain and info.modified > cutoff:
             report.too_young += 1
-            held |= hashes
             young |= off_chain
-        else:  # it holds no chain block, or only ones the repacked pack holds, and nothing young
-            _delete(blocks.store, info, report, dry_run)
+        elif repacked is not None and hashes <= held:
+            _delete(blocks.store, info, float("inf"), report, dry_run)  # the repacked pack holds it all
+        else:  # it holds no chain block, and nothing young
+            _delete(blocks.store, info, cutoff, report, dry_run)
     for block_hash, info in found.singles.items():
         if block_hash in held:
-            _delete(blocks.store, info, report, dry_run)
+            _delete(blocks.store, info, float("inf"), report, dry_run)  # whatever its age
         elif block_hash in on_chain:
             report.kept += 1  # a repository from before packs: kept until repacked
         elif info.modified > cutoff:
             report.too_young += 1
             young.add(block_hash)
         else:
-            _delete(blocks.store, info, report, dry_run)
+            _delete(blocks.store, info, cutoff, report, dry_run)
     young_blocks = []
     for block_hash in young:
         with contextlib.suppress(ModelError, CorruptRepository):
@@ -191,7 +216,7 @@ def collect_garbage(
                 elif info.modified > cutoff:
                     report.too_young += 1
                 else:
-                    _delete(store, info, report, dry_run)
+                    _delete(store, info, cutoff, report, dry_run)
         _abort_stale_uploads(store, dataset, cutoff, report, dry_run)
     return report
 

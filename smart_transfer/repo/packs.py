@@ -5,7 +5,7 @@ Every read is checked: a pack against the address it is stored under, every bloc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from smart_transfer.model import DatasetName, ModelError, Multihash
@@ -62,14 +62,15 @@ class DatasetBlocks:
         """Every pack in the store (one listing)."""
         return [info for info in self.store.list(pack_prefix(self.dataset)) if pack_address(info.key) is not None]
 
-    def read(self, key: str) -> Blocks:
+    def read(self, key: str) -> Blocks | None:
         """The blocks of the pack at ``key``, the pack checked against its address and every block
-        against its own; CorruptRepository when it is missing or does not check out."""
+        against its own; None when it is gone (a repack or gc deleted it after it was listed: its
+        blocks are in a pack that stays), CorruptRepository when it does not check out."""
         address = pack_address(key)
         try:
             data = self.store.get(key)
         except ObjectNotFound:
-            raise CorruptRepository(f"{self.dataset}: pack {key.rpartition('/')[2]} is missing") from None
+            return None
         if address is None or not address.matches(data):
             raise CorruptRepository(f"{self.dataset}: pack {address} does not match its hash")
         try:
@@ -93,18 +94,6 @@ class DatasetBlocks:
             raise CorruptRepository(f"{self.dataset}: pack {key.rpartition('/')[2]}: {exc}") from None
         if not wanted.matches(data):
             raise CorruptRepository(f"{self.dataset}: block {wanted} in pack {key} does not match its hash")
-        return data
-
-    def find(self, wanted: Multihash, cached: Callable[[Multihash], bool]) -> bytes | None:
-        """Block ``wanted`` wherever the store has it, reading nothing whole: its single-block
-        object, else each pack not ``cached`` (by pack address) through the pack's index."""
-        data = self.read_single(wanted)
-        for info in self.packs() if data is None else ():
-            address = pack_address(info.key)
-            if address is not None and not cached(address):
-                data = self.find_in(info.key, wanted)
-                if data is not None:
-                    break
         return data
 
     def single_blocks(self) -> Iterator[ObjectInfo]:

@@ -37,7 +37,7 @@ from smart_transfer.protocol.messages import (
     SkipUpload,
     UploadPart,
 )
-from smart_transfer.protocol.tarball import expanded_bound
+from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, expanded_bound
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.pull_flow import check_page
 from smart_transfer.server.session import ServerSession
@@ -86,7 +86,9 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
     """Decode and check the pushed bundle on top of the chain it attaches to (worker thread). The
     tarball may expand to no more than the request's transfer plan declared."""
     plan = request.transfer_plan
-    bundle = bundle_from_tarball(data, expanded_bound(plan.num_blocks, plan.num_objects, plan.bytes_in_objects))
+    bound = expanded_bound(plan.num_blocks, plan.num_objects, plan.bytes_in_objects)
+    # the plan's count is an upper bound (the blocks after the common block are some of those planned)
+    bundle = bundle_from_tarball(data, bound, min(plan.num_blocks, DEFAULT_MAX_BLOCKS))
     state.base = attach(state.remote_tip, bundle.blocks, request.force_update_if_diverged, dataset.chain_tip_at)
     state.bundle = bundle
     state.required = {(r.kind, r.physical_hash): r for r in bundle.objects()}

@@ -107,8 +107,8 @@ def _block(repo: DatasetRepository, wanted: Multihash) -> bytes:
     if data is None:
         repo.require_tip()
         data = repo.index.block_bytes(repo.name, wanted)
-    if data is None:  # on no chain (a push in flight, REST uploads): out of a pack through its index
-        data = repo.blocks.find(wanted, lambda pack: repo.index.has_pack(repo.name, pack))
+    if data is None:  # on no chain (a push in flight, REST uploads): packs not cached yet, read once
+        data = repo.find_block(wanted)
     if data is None:
         raise ProtocolError(ErrorCode.BLOCK_NOT_FOUND, f"no block {wanted} in {repo.name}")
     return data

@@ -14,8 +14,6 @@ from smart_transfer.storage.errors import InvalidKey
 DEFAULT_URL_TTL_SECONDS = 300
 #: Longest lifetime a caller may ask for.
 MAX_URL_TTL_SECONDS = 7 * 24 * 3600
-#: Concurrent requests of ``put_many``.
-DEFAULT_PUT_PARALLELISM = 32
 #: Connections an S3 store keeps open to its endpoint (server-side calls; clients transfer directly).
 DEFAULT_MAX_CONNECTIONS = 64
 #: Chunk size used when streaming objects.
@@ -197,17 +195,6 @@ class ObjectStore(ABC):
     @abstractmethod
     def abort_multipart(self, key: str, upload_id: str) -> None:
         """Drop an upload and its parts; an unknown upload is not an error."""
-
-    def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
-        """Store many small objects (e.g. content-addressed blocks), ``parallelism`` at a time."""
-        if len(items) < 8:
-            for key, data in items:
-                self.put(key, data)
-            return
-        from concurrent.futures import ThreadPoolExecutor  # not at import: `serve --help` reads this module
-
-        with ThreadPoolExecutor(max_workers=parallelism) as pool:
-            list(pool.map(lambda item: self.put(*item), items))
 
     @abstractmethod
     def check_ready(self, timeout: float) -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from smart_transfer.storage.base import (
-    DEFAULT_PUT_PARALLELISM,
     DEFAULT_URL_TTL_SECONDS,
     MAX_URL_TTL_SECONDS,
     STREAM_CHUNK_BYTES,
@@ -198,32 +197,6 @@ class LocalStore(ObjectStore):
     def put(self, key: str, data: bytes) -> ObjectInfo:
         check_key(key)
         return self.adopt(key, self._write_temp(data), hashlib.md5(data).hexdigest())
-
-    def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
-        """Many small content-addressed objects (blocks), one after another (threads only contend for
-        the GIL here). New files are created in place with O_EXCL, a third of the syscalls of a
-        temporary file and rename (100,000 blocks in ~1.5 s instead of ~4): until head references
-        them nobody reads them, and every reader checks the hash. An existing file of the right size
-        holds the same bytes and is left alone; a torn one (a crash) is replaced atomically."""
-        del parallelism
-        made: set[Path] = set()
-        for key, data in items:
-            dest = self.path_of(key)
-            if dest.parent not in made:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                made.add(dest.parent)
-            try:
-                fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                if dest.stat().st_size != len(data):
-                    self.put(key, data)
-                continue
-            except OSError as exc:
-                raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
 
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         check_key(key)

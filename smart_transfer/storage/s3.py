@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from smart_transfer.storage.base import (
     DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_PUT_PARALLELISM,
     DEFAULT_URL_TTL_SECONDS,
     MAX_URL_TTL_SECONDS,
     ObjectInfo,
@@ -36,7 +34,6 @@ from smart_transfer.storage.base import (
     check_key,
     check_prefix,
 )
-from smart_transfer.storage.digest import md5_base64
 from smart_transfer.storage.errors import (
     MultipartRefused,
     NoSuchUpload,
@@ -102,11 +99,6 @@ class S3Store(ObjectStore):
         self.endpoint_url = endpoint_url
         self.read_timeout = read_timeout
         self.attempts = attempts
-        self._bulk_timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
-        #: Retries of one bulk PUT (timeouts, connection errors and 5xx), with backoff.
-        self._bulk_retries = urllib3.Retry(
-            total=attempts - 1, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504), allowed_methods=None
-        )
         config = Config(
             signature_version="s3v4",  # boto3 would presign SigV2 for a custom endpoint otherwise
             s3={"addressing_style": "path"},
@@ -134,14 +126,6 @@ class S3Store(ObjectStore):
             if presign_endpoint and self._credentials is not None
             else None
         )
-        # and for the server's own bulk writes to the endpoint it reaches
-        self._fast_internal: QueryPresigner | None = (
-            QueryPresigner(endpoint_url, bucket, region_name)
-            if endpoint_url and self._credentials is not None
-            else None
-        )
-        self._http: urllib3.PoolManager | None = None
-        self._max_connections = max_connections
         self._observer: StoreObserver | None = None
         self._session, self._region = session, region_name
         self._probe: Any = None
@@ -456,47 +440,5 @@ class S3Store(ObjectStore):
         except NoSuchUpload:
             return
 
-    def put_many(self, items: Sequence[tuple[str, bytes]], parallelism: int = DEFAULT_PUT_PARALLELISM) -> None:
-        """Many small PUTs through presigned URLs and a pooled urllib3 client: boto3 spends ~1 ms of
-        CPU per request and waits for ``100 Continue`` on every PUT; this does neither."""
-        if self._fast_internal is None or len(items) < 8:
-            super().put_many(items, parallelism)
-            return
-        if self._http is None:
-            self._http = urllib3.PoolManager(maxsize=max(parallelism, self._max_connections), block=True)
-        frozen = self._credentials.get_frozen_credentials()
-        credentials = Credentials(frozen.access_key, frozen.secret_key, frozen.token)
-        http, presigner = self._http, self._fast_internal
-
-        def put(item: tuple[str, bytes]) -> None:
-            key, data = item
-            md5 = md5_base64(data)
-            url = presigner.presign("PUT", self._full(key), 300, credentials, md5)
-            started, ok = time.perf_counter(), False
-            try:
-                response = http.request(
-                    "PUT",
-                    url,
-                    body=data,
-                    headers={"Content-MD5": md5},
-                    retries=self._bulk_retries,
-                    timeout=self._bulk_timeout,
-                )
-                ok = response.status == 200
-            except urllib3.exceptions.MaxRetryError as exc:
-                raise self._unavailable(exc.reason or exc) from None
-            except urllib3.exceptions.HTTPError as exc:
-                raise self._unavailable(exc) from None
-            finally:
-                if self._observer is not None:
-                    self._observer("BulkPutObject", time.perf_counter() - started, ok)
-            if response.status != 200:
-                raise StorageUnavailable(f"S3 refused a write to {key}: HTTP {response.status}")
-
-        with ThreadPoolExecutor(max_workers=parallelism) as pool:
-            list(pool.map(put, items))
-
     def close(self) -> None:
         self._client.close()
-        if self._http is not None:
-            self._http.clear()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
-from smart_transfer.protocol.tarball import DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
+from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
 
 
 @dataclass
@@ -70,9 +70,11 @@ def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
     return blocks
 
 
-def bundle_from_tarball(data: bytes, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES) -> Bundle:
-    """Unpack, decode and check a metadata tarball."""
-    unpacked = unpack_blocks(data, max_expanded_bytes=max_expanded_bytes)
+def bundle_from_tarball(
+    data: bytes, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES, max_blocks: int = DEFAULT_MAX_BLOCKS
+) -> Bundle:
+    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks."""
+    unpacked = unpack_blocks(data, max_blocks, max_expanded_bytes)
     bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
     bundle.pack = unpacked.pack
     return bundle

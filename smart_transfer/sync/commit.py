@@ -128,9 +128,6 @@ def commit_uploaded(
     if not walk.blocks:  # the new head is an older block of the chain: only force moves head back
         earlier = rewind_to(dataset, current, new_head, force)
         return commit_chain(dataset, expected, earlier, [], {}, blocks_stored=True)
-    # the walked blocks (uploaded one by one, or in packs) become this commit's pack: one write, and
-    # what head references is stored whatever gc removed since the index cached it
-    dataset.store_blocks(walk.blocks)
     base = attach(current, walk.blocks, force, dataset.chain_tip_at)
     manifests = {}
     for ref in checkpoint_refs(walk.blocks):
@@ -144,7 +141,10 @@ def commit_uploaded(
             ) from None
     bundle = check_bundle(walk.blocks, manifests)
     verify_uploads(dataset, bundle.objects(), {})
-    # every walked block was read back from this repository: it is stored already
+    # the walked blocks (uploaded one by one, or in packs) become this commit's pack once every check
+    # passed (a refused head move stores nothing): one write, and what head references is stored
+    # whatever gc removed since the index cached it
+    dataset.store_blocks(walk.blocks)
     return commit_chain(dataset, expected, base, bundle.blocks, bundle.manifests, blocks_stored=True)
 
 

@@ -21,8 +21,11 @@ from smart_transfer.model.pack import (
     read_count,
     read_index,
 )
+from smart_transfer.protocol.errors import ProtocolError
+from smart_transfer.protocol.tarball import pack_blocks
+from smart_transfer.sync.bundle import bundle_from_tarball
 
-contents = st.lists(st.binary(min_size=1, max_size=300), max_size=40)
+contents = st.lists(st.binary(min_size=1, max_size=300), max_size=40, unique=True)  # a chain has each block once
 
 
 def _blocks(items: list[bytes]) -> list[tuple[Multihash, bytes]]:
@@ -63,6 +66,8 @@ _ONE = encode_pack(_blocks([b"one"]))
         (encode_pack(_blocks([b"a" * (MAX_BLOCK_BYTES + 1)])), "block limit"),
         (_ONE[:12] + b"\x13\x20" + _ONE[14:], "unsupported multihash code"),
         (_ONE[:12] + b"\x12\x21" + _ONE[14:], "binary multihash"),
+        # a million copies of one tiny block would cost the reader a hash each for a few bytes sent
+        (encode_pack(_blocks([b"e", b"e"])), "in the pack twice"),
     ],
 )
 def test_damaged_or_hostile_packs_are_refused(pack: bytes, fragment: str) -> None:
@@ -74,3 +79,9 @@ def test_binary_multihashes_round_trip() -> None:
     address = Multihash.of(b"x")
     assert Multihash.from_bytes(address.to_bytes()) == address
     assert str(Multihash.from_bytes(address.to_bytes())) == str(address)
+
+
+def test_a_pushed_tarball_may_hold_no_more_blocks_than_the_push_planned() -> None:
+    tarball = pack_blocks(_blocks([b"a", b"b", b"c"]))
+    with pytest.raises(ProtocolError, match="3 blocks; at most 2"):
+        bundle_from_tarball(tarball, max_blocks=2)

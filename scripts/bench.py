@@ -6,9 +6,9 @@ peers copying the same objects to/from the same bucket with the same parallelism
 and the AWS CLI, each with its own defaults otherwise (part sizes, per-file concurrency, checksums).
 
 Cases: (s) 2,000 x 4 KiB objects (+2,000 blocks); (g) one 1 GiB object (multipart push, ranged pull);
-(a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move: an up-to-date
-pull, a push resumed after an attempt that uploaded every object but died before committing, and a
-push with nothing new;
+(a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move, on case s's
+2,000 objects: an up-to-date pull, a push resumed after an attempt that uploaded every object but
+died before committing, and a push with nothing new;
 (d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3);
 (x) one object larger than S3's 5 GiB single-PUT limit, pushed and pulled back (one run, no peers);
 (i) Spark ingest of 1M and 5M CSV rows, key mode and append mode: wall time and the peak RSS of the
@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -244,11 +245,13 @@ class Bench:
     # -- datasets ---------------------------------------------------------------------------------
 
     def make_dataset(self, name: str, count: int, size: int) -> tuple[Path, Path]:
-        source = self.work / f"src-{name}"
+        """``count`` random files of ``size`` bytes added to a workspace (made once per run)."""
+        source, workspace = self.work / f"src-{name}", self.work / f"ws-{name}"
+        if source.exists():
+            return source, workspace
         source.mkdir()
         for i in range(count):
             (source / f"{i:06d}.bin").write_bytes(os.urandom(size))
-        workspace = self.work / f"ws-{name}"
         files = sorted(str(p) for p in source.iterdir())
         for start in range(0, len(files), 2000):  # argv stays small
             subprocess.run(
@@ -308,7 +311,7 @@ class Bench:
             self.record(case, "simple pull", seconds, count, total)
             self.race_peers(case, name, rep, source, count, total)
             # free the RAM-backed store (Ceph memstore) and the disk between repetitions
-            kept = case == "a" and rep == 0  # case (c) pulls and pushes against this one
+            kept = case == "s" and rep == 0  # case (c) pulls and pushes against this one
             for prefix in [f"{name}-simple-{rep}"] + ([] if kept else [f"{name}-{rep}"]):
                 subprocess.run(
                     [S5CMD, "--endpoint-url", self.endpoint, "rm", f"s3://{self.bucket}/bench/{prefix}/*"],
@@ -348,14 +351,14 @@ class Bench:
         for path in (workspace, pulled):
             shutil.rmtree(path, ignore_errors=True)
 
-    def nothing_to_move(self, name: str) -> None:
-        print("case c: nothing to move", flush=True)
+    def nothing_to_move(self, name: str, count: int) -> None:
+        print(f"case c: nothing to move ({count} objects)", flush=True)
         remote = f"{self.url}/{name}-0"
-        if "a_workspace" not in self.extra:  # run on its own: set up what case (a) would have left
-            _, setup = self.make_dataset(name, self.small, 4096)
+        if "s_workspace" not in self.extra:  # run on its own: set up what case (s) would have left
+            _, setup = self.make_dataset(name, count, 4096)
             self.cli("push", name, remote, "--json", "--workspace", str(setup))
-            self.extra["a_workspace"] = str(setup)
-        workspace = Path(self.extra["a_workspace"])
+            self.extra["s_workspace"] = str(setup)
+        workspace = Path(self.extra["s_workspace"])
         pulled = self.work / "uptodate"
         self.cli("pull", remote, "--json", "--workspace", str(pulled))
         for _ in range(self.reps):
@@ -744,7 +747,7 @@ def main() -> int:
     )
     parser.add_argument("--peer-clients", type=int, default=50, help="clients pulling at once in case (p)")
     parser.add_argument("--peer-objects", type=int, default=200, help="objects of 64 KiB in case (p)")
-    parser.add_argument("--cases", default="u,e,s,g,a,c,b,d,x,p,i", help="which cases to run, in order")
+    parser.add_argument("--cases", default="u,e,s,c,g,a,b,d,x,p,i", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
@@ -757,16 +760,20 @@ def main() -> int:
             "g": lambda: bench.transfer_case("g", "gib", 1, 2**30),
             "x": lambda: bench.huge_round_trip("huge"),
             "a": lambda: bench.transfer_case("a", "small", args.small, 4096),
-            "c": lambda: bench.nothing_to_move("small"),
+            "c": lambda: bench.nothing_to_move("few", args.few),
             "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
             "d": lambda: bench.long_chain(args.chain),
             "p": lambda: bench.peer_case(args.peer_clients, args.peer_objects, 64 * 1024),
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
             "u": lambda: startup_case(CLI, bench.env, Path(work), bench.record),
         }
+        failed = False
         try:
             for name in selected:
                 cases[name]()
+        except Exception:  # keep what the cases before it measured
+            traceback.print_exc()
+            failed = True
         finally:
             bench.stop()
     rows = [s.row() for s in bench.series.values()]
@@ -800,7 +807,7 @@ def main() -> int:
         f"\nmachine: {result['machine']['cores']} cores, {result['machine']['memory_kib'] // 1024} MiB; "
         f"total {result['total_s']} s; results in bench-results/latest.json and latest.png"
     )
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -235,7 +235,7 @@ async def _download(
     slots: asyncio.Semaphore | None = None,
 ) -> int:
     """GET one object into the workspace, verified (hash and size) before it is put into place: a
-    small object through memory (written by a worker thread), a large one (given transfer ``slots``)
+    small object through memory (written on the event loop), a large one (given transfer ``slots``)
     as parallel ranges in a staging file kept per object, so a killed pull resumes it range by range,
     anything else streamed through a file. Returns the bytes this call moved."""
     from smart_transfer.transfer.http import download, download_bytes  # the HTTP stack loads on use
@@ -258,7 +258,9 @@ async def _download(
             data = await download_bytes(
                 http, transfer, ref.physical_hash, ref.size, on_bytes, timeouts, options.limiter
             )
-            await asyncio.to_thread(store.put, key, data)
+            # written on the event loop: a 4 KiB file costs less than handing it to a worker thread
+            # (measured: a 2,000-object pull spent more in thread wake-ups than in the writes)
+            store.put(key, data)
             return ref.size
         if slots is not None and ref.size > options.large.range_threshold:
             ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))

@@ -200,6 +200,8 @@ async def move_objects(
 ) -> MoveResult:
     """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel,
     while ``beat`` keeps the session alive (its meter counts the progress)."""
+    if not files:
+        return MoveResult()  # a metadata-only pull or push never loads the HTTP stack (~0.3 s)
     # the HTTP stack loads here, once objects are to move: a command reaches the server first
     from smart_transfer.transfer.http import make_session
 

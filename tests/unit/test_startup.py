@@ -57,3 +57,15 @@ def test_the_sdk_reaches_the_server_before_loading_the_http_stack() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip().splitlines()[-1] == "HEAVY:"
+
+
+def test_a_pull_or_push_with_no_object_to_move_never_loads_the_http_stack() -> None:
+    """Metadata-only pulls (a 100,000-block chain) and pushes with nothing new skip aiohttp's import."""
+    probe = (
+        "import asyncio, sys\n"
+        "from smart_transfer.client.flow import move_objects\n"
+        "result = asyncio.run(move_objects(None, None, [], 1, None))\n"
+        "print(result.transferred, result.skipped, 'aiohttp' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["0", "0", "False"]

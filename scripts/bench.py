@@ -770,10 +770,11 @@ def main() -> int:
         failed = False
         try:
             for name in selected:
-                cases[name]()
-        except Exception:  # keep what the cases before it measured
-            traceback.print_exc()
-            failed = True
+                try:
+                    cases[name]()
+                except Exception:  # keep what the other cases measure
+                    traceback.print_exc()
+                    failed = True
         finally:
             bench.stop()
     rows = [s.row() for s in bench.series.values()]

@@ -25,7 +25,7 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach, known_blocks
-from smart_transfer.transfer.limits import SMALL_OBJECT_BYTES, Timeouts
+from smart_transfer.transfer.limits import INLINE_WRITE_BYTES, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.mover import Transfer
 
 if TYPE_CHECKING:
@@ -235,9 +235,9 @@ async def _download(
     slots: asyncio.Semaphore | None = None,
 ) -> int:
     """GET one object into the workspace, verified (hash and size) before it is put into place: a
-    small object through memory (written on the event loop), a large one (given transfer ``slots``)
-    as parallel ranges in a staging file kept per object, so a killed pull resumes it range by range,
-    anything else streamed through a file. Returns the bytes this call moved."""
+    small object through memory (written on the event loop up to INLINE_WRITE_BYTES), a large one
+    (given transfer ``slots``) as parallel ranges in a staging file kept per object, so a killed pull
+    resumes it range by range, anything else streamed through a file. Returns the bytes moved."""
     from smart_transfer.transfer.http import download, download_bytes  # the HTTP stack loads on use
     from smart_transfer.transfer.ranges import RangedDownload, download_ranges
 
@@ -258,9 +258,12 @@ async def _download(
             data = await download_bytes(
                 http, transfer, ref.physical_hash, ref.size, on_bytes, timeouts, options.limiter
             )
-            # written on the event loop: a 4 KiB file costs less than handing it to a worker thread
-            # (measured: a 2,000-object pull spent more in thread wake-ups than in the writes)
-            store.put(key, data)
+            if ref.size <= INLINE_WRITE_BYTES:
+                # a few KiB cost less to write here than to hand to a worker thread (measured: a
+                # 2,000-object pull spent more in thread wake-ups than in the writes)
+                store.put(key, data)
+            else:
+                await asyncio.to_thread(store.put, key, data)
             return ref.size
         if slots is not None and ref.size > options.large.range_threshold:
             ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))

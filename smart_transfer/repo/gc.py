@@ -1,7 +1,8 @@
 """Orphan clean-up (seed 003) and repacking. ``collect_garbage`` deletes what no dataset's chain needs
 once it is older than a grace period: what failed, abandoned or out-raced pushes and forced rewrites
 leave behind (packs and single-block objects off the chain, unreferenced objects), and single-block
-objects a pack holds too. Multipart uploads started longer ago than the grace period and never
+objects a pack kept for the chain holds too (off the chain, only once they are older than the grace
+period: a REST push may be re-uploading them). Multipart uploads started longer ago than the grace period and never
 completed (a push killed mid-object and not run again) are aborted, which frees their parts. With
 ``repack`` it first writes each chain as one pack, so the blocks of repositories from before packs
 (one object per block) and a history of one pack per push become one object, and everything that
@@ -9,8 +10,8 @@ pack makes redundant goes.
 
 What a running push may still commit is younger than the grace period (sessions end at the server's
 session timeout, which the grace period must not be shorter than), and the objects such young blocks
-reference are kept too. A deleted block is always held by a pack that stays, so a reader never finds
-a block missing that the chain needs (readers list the packs again before they give up). The server's
+reference are kept too. A deleted block of the chain is always held by a pack that stays, so a reader
+never finds a block missing that the chain needs (readers list the packs again before they give up). The server's
 index forgets the objects of blocks a rewrite replaced, so it never claims a collected object is present.
 """
 
@@ -172,8 +173,8 @@ def _collect_blocks(
         else:  # it holds no chain block, and nothing young
             _delete(blocks.store, info, cutoff, report, dry_run)
     for block_hash, info in found.singles.items():
-        if block_hash in held:
-            _delete(blocks.store, info, float("inf"), report, dry_run)  # whatever its age
+        if block_hash in held and (block_hash in on_chain or info.modified <= cutoff):
+            _delete(blocks.store, info, float("inf"), report, dry_run)  # a pack that stays holds it
         elif block_hash in on_chain:
             report.kept += 1  # a repository from before packs: kept until repacked
         elif info.modified > cutoff:

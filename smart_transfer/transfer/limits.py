@@ -17,9 +17,13 @@ DEFAULT_ATTEMPTS = 3
 #: connect + read timeouts + size / this rate (a trickle that never stalls long enough for the read
 #: timeout still ends). Lowered to limit-rate / parallel under ``--limit-rate``.
 DEFAULT_MIN_RATE = 32 * 1024
-#: Objects up to this size are downloaded into memory and written by a worker thread, and uploaded
-#: from one read (no file is opened on the event loop); larger ones stream through a file.
+#: Objects up to this size are downloaded into memory and uploaded from one read; larger ones stream
+#: through a file.
 SMALL_OBJECT_BYTES = 1024 * 1024
+#: Downloaded objects up to this size are written on the event loop (cheaper than a thread hand-off
+#: per object); larger small objects are written by a worker thread, so a slow disk or their MD5
+#: does not hold up the other transfers.
+INLINE_WRITE_BYTES = 64 * 1024
 #: First retry delay in seconds; doubled each attempt, with jitter (0.5x-1.5x).
 RETRY_BASE_DELAY = 0.25
 #: Objects larger than this are downloaded as parallel ranged GETs into a preallocated staging file.

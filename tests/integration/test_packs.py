@@ -138,6 +138,23 @@ def test_gc_collects_packs_no_chain_needs(make_store: Callable[[], ObjectStore],
         assert fresh.dataset("gc").require_tip() == tip
 
 
+def test_gc_keeps_a_young_single_block_that_only_an_off_chain_part_of_a_pack_holds(
+    make_store: Callable[[], ObjectStore], tmp_path: Path
+) -> None:
+    store = make_store()
+    with Repository(store, tmp_path / "index") as repo:
+        extend(repo.dataset("rewound"), 3)
+        (_, first), *_, (last_hash, last) = chain_of(repo, "rewound")
+    # head moved back (a forced rewind): the pack stays for the chain, its last block is off it, and
+    # a REST push is uploading that block again right now
+    seed_hash = Multihash.of(first)
+    assert store.compare_and_swap(head_key("rewound"), str(last_hash).encode(), str(seed_hash).encode())
+    assert DatasetBlocks(store, DatasetName("rewound")).write_single(last_hash, last)
+    young = collect_garbage(store, grace_seconds=3600)
+    assert block_key("rewound", last_hash) not in young.deleted and young.too_young >= 1
+    assert block_key("rewound", last_hash) in collect_garbage(store, grace_seconds=0).deleted
+
+
 class RepackOnFirstPackRead(LocalStore):
     """A store in which another process repacks every dataset the moment a pack is first read through
     it: whatever listed the packs just before now holds a stale listing."""

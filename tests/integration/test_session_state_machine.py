@@ -186,6 +186,7 @@ class Session:
         self.seen: list[tuple[Phase, Sender, str]] = []  # the transitions taken, for coverage
         self.planned: list[str] = []  # pull: the blocks the server planned to send
         self.force = False  # push: the accepted request's force flag
+        self.planned_blocks = 0  # push: the accepted request's planned block count
         self.bundle: str | None = None  # push: the tarball the server accepted
 
     # -- sending -----------------------------------------------------------------------------------
@@ -407,6 +408,7 @@ class Session:
             assert isinstance(answer, m.DatasetPushRequestAccepted)
             assert answer.current_head == actual and answer.common_block == common, answer
             self.force = request.force_update_if_diverged
+            self.planned_blocks = request.transfer_plan.num_blocks
 
         return Expect(check=check)
 
@@ -414,9 +416,11 @@ class Session:
         bundle = next((name for name, tarball in self.world.tarballs.items() if tarball == data), None)
         if bundle is None or (bundle == "extension" and not self.kept):
             return Expect(errors={ErrorCode.INVALID_BLOCKS: {}})  # not blocks, or attached to nothing here
+        blocks = {"empty": 0, "chain": len(self.world.chain), "extension": 1}[bundle]
+        if blocks > self.planned_blocks:  # more blocks than the request's plan declared
+            return Expect(errors={ErrorCode.INVALID_BLOCKS: {}})
         if bundle == "chain" and self.kept and not self.force:
             return Expect(errors={ErrorCode.DIVERGED: {"remote_head": self.world.head}})
-        blocks = {"empty": 0, "chain": len(self.world.chain), "extension": 1}[bundle]
         objects = len(self.world.bundle_objects(bundle))
 
         def check(answer: AnyMessage) -> None:
@@ -651,7 +655,7 @@ def _scripted(world: World, flow: str, kept: bool, step: str) -> AnyMessage:
     if step in world.tarballs:
         return m.MetadataTarball(world.tarballs[step])
     if step == "DatasetPushRequest":
-        plan = m.TransferPlan(num_blocks=0, num_objects=0, bytes_in_objects=0)
+        plan = m.TransferPlan(num_blocks=len(world.chain), num_objects=0, bytes_in_objects=0)
         return m.DatasetPushRequest(current_head=world.head if kept else None, transfer_plan=plan)
     return SAMPLES[step]
 

@@ -185,6 +185,7 @@ class Session:
         self.busy = False  # set while a check runs: a failed check leaves it set
         self.seen: list[tuple[Phase, Sender, str]] = []  # the transitions taken, for coverage
         self.planned: list[str] = []  # pull: the blocks the server planned to send
+        self.pulled_to: str | None = None  # pull: the block the plan ends at (stop_at, or the head)
         self.force = False  # push: the accepted request's force flag
         self.planned_blocks = 0  # push: the accepted request's planned block count
         self.bundle: str | None = None  # push: the tarball the server accepted
@@ -208,6 +209,8 @@ class Session:
             self._write(self.model.send(message))
             self.seen.append((phase, C, kind))
             self._read_answers(expect, f"{kind} in {phase.value}")
+            if isinstance(message, m.DatasetPullFollow) and self.pulled_to != self.world.head:
+                self._read_head_moved(f"{kind} in {phase.value}")
         self.busy = False
 
     def send_text(self, text: str) -> None:
@@ -317,6 +320,23 @@ class Session:
         if self.model.phase is Phase.DONE:
             self._expect_close(CLOSE_NORMAL, f"{context}: the finished session")
 
+    def _read_head_moved(self, context: str) -> None:
+        """A session that follows from a block behind the head (a pull with ``stop_at``) is told at once
+        that the head moved (keep-alives may come first)."""
+        while self.model.phase is Phase.FOLLOWING:
+            phase = self.model.phase
+            frame = self._receive(context)
+            waiting = [k for k in self.model.allowed(S) if self.model.table[(phase, S, k)] is not phase]
+            self.model.expect(*(MODELS[k] for k in waiting))
+            try:
+                answer = self.model.receive(frame)
+            except (PeerError, ProtocolError) as exc:  # no error is due here
+                fail(f"{context}: {exc}")
+            self.seen.append((phase, S, TARBALL if isinstance(frame, bytes) else codec.decode(frame).type))
+            if answer is not None:
+                assert isinstance(answer, m.DatasetPullHeadMoved) and answer.head == self.world.head, answer
+                _note("pull: DatasetPullHeadMoved")
+
     # -- the oracle --------------------------------------------------------------------------------
 
     def _oracle(self, message: AnyMessage) -> Expect:
@@ -368,6 +388,7 @@ class Session:
             assert answer.transfer_plan == plan, answer
             assert answer.max_objects_per_page == PAGE_LIMIT, answer
             self.planned = world.chain[first : target + 1]
+            self.pulled_to = world.chain[target]
 
         return Expect(check=check)
 
@@ -675,3 +696,16 @@ def test_scripted_sessions_take_every_transition_of_both_tables(world: World) ->
     # the server's keep-alive while it commits comes only when verifying takes longer than its interval;
     # a following session goes on when the head moves or time passes: tests/integration/test_follow.py
     assert every - seen == {("push", Phase.COMMITTING, S, "Progress"), *FOLLOW_DRIVEN}
+
+
+def test_a_session_that_follows_from_behind_the_head_is_told_at_once_that_it_moved(world: World) -> None:
+    # found by the state machine: a pull planned up to an older block (stop_at), then followed
+    session = Session(world, "pull", True)
+    try:
+        session.send(m.DatasetPullRequest(stop_at=world.chain[0]))
+        session.send(m.DatasetPullFollow())
+        assert session.model.phase is Phase.HEAD_MOVED and session.open
+        session.send(m.DatasetPullComplete())
+        assert not session.open
+    finally:
+        session.close()

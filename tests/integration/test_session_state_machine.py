@@ -298,19 +298,11 @@ class Session:
     def _read_answers(self, expect: Expect, context: str) -> None:
         """Read until it is the client's turn again (or the session is over), judging every frame."""
         while not self.model.allowed(C) and self.model.phase is not Phase.DONE:
-            frame = self._receive(context)
-            phase = self.model.phase
-            waiting = [k for k in self.model.allowed(S) if self.model.table[(phase, S, k)] is not phase]
-            self.model.expect(*(MODELS[k] for k in waiting))
             try:
-                answer = self.model.receive(frame)
+                kind, answer = self._next_answer(context)
             except PeerError as exc:
                 self._check_error(exc.code, exc.message, exc.raw_details, expect.errors, context)
                 return
-            except ProtocolError as exc:  # not a message, or not one the table lets the server send now
-                fail(f"{context}: {exc}")
-            kind = TARBALL if isinstance(frame, bytes) else codec.decode(frame).type
-            self.seen.append((phase, S, kind))
             if answer is None:
                 continue  # a keep-alive the table allows here
             if expect.check is None:
@@ -320,19 +312,31 @@ class Session:
         if self.model.phase is Phase.DONE:
             self._expect_close(CLOSE_NORMAL, f"{context}: the finished session")
 
+    def _next_answer(self, context: str) -> tuple[str, AnyMessage | None]:
+        """The server's next frame, judged by the model: its kind and message (None: a keep-alive);
+        PeerError for an Error, a failure for anything the table does not let the server send now."""
+        frame = self._receive(context)
+        phase = self.model.phase
+        waiting = [k for k in self.model.allowed(S) if self.model.table[(phase, S, k)] is not phase]
+        self.model.expect(*(MODELS[k] for k in waiting))
+        try:
+            answer = self.model.receive(frame)
+        except PeerError:
+            raise
+        except ProtocolError as exc:  # not a message, or not one the table lets the server send now
+            fail(f"{context}: {exc}")
+        kind = TARBALL if isinstance(frame, bytes) else codec.decode(frame).type
+        self.seen.append((phase, S, kind))
+        return kind, answer
+
     def _read_head_moved(self, context: str) -> None:
         """A session that follows from a block behind the head (a pull with ``stop_at``) is told at once
         that the head moved (keep-alives may come first)."""
         while self.model.phase is Phase.FOLLOWING:
-            phase = self.model.phase
-            frame = self._receive(context)
-            waiting = [k for k in self.model.allowed(S) if self.model.table[(phase, S, k)] is not phase]
-            self.model.expect(*(MODELS[k] for k in waiting))
             try:
-                answer = self.model.receive(frame)
-            except (PeerError, ProtocolError) as exc:  # no error is due here
+                _, answer = self._next_answer(context)
+            except PeerError as exc:  # no error is due here
                 fail(f"{context}: {exc}")
-            self.seen.append((phase, S, TARBALL if isinstance(frame, bytes) else codec.decode(frame).type))
             if answer is not None:
                 assert isinstance(answer, m.DatasetPullHeadMoved) and answer.head == self.world.head, answer
                 _note("pull: DatasetPullHeadMoved")

@@ -21,7 +21,7 @@ from smart_transfer.client import SyncClient, open_dataset
 from smart_transfer.ingest import ingest
 from smart_transfer.ingest.spark import spark_session
 
-CLI = [sys.executable, "-m", "smart_transfer.client.cli"]
+CLI = [sys.executable, "-m", "smart_transfer.cli.main"]
 work = Path(tempfile.mkdtemp(prefix="smart-transfer-example-"))
 server = None
 if len(sys.argv) > 1:

@@ -367,14 +367,14 @@ class Bench:
             self.record("c up-to-date pull", "smart pull", seconds)
         die = (
             "import os, sys\n"
-            "import smart_transfer.client.session as session\n"
+            "import smart_transfer.client.transports.websocket as session\n"
             "original = session.ClientSession.request\n"
             "async def request(self, message, *expected):\n"
             "    if type(message).__name__ == 'DatasetPushComplete':\n"
             "        os._exit(9)  # every object uploaded; die before the commit\n"
             "    return await original(self, message, *expected)\n"
             "session.ClientSession.request = request\n"
-            "from smart_transfer.client.cli import main\n"
+            "from smart_transfer.cli.main import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
         for rep in range(self.reps):

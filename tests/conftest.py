@@ -26,7 +26,7 @@ from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.s3 import S3Store
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "smart_transfer.client.cli"]
+CLI = [sys.executable, "-m", "smart_transfer.cli.main"]
 # Every process the tests start runs this checkout's code, whatever is installed and whatever their
 # working directory (a relative PYTHONPATH entry would resolve against it).
 os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -1,5 +1,6 @@
-"""The client SDK and CLI. Names are imported on first use, so the CLI's start-up pays only for the
-command it runs (the SDK pulls in aiohttp and websockets)."""
+"""The client SDK: ``Client`` (async) and ``SyncClient``, their errors, and ``open_dataset`` for reading a
+pulled dataset (from :mod:`smart_transfer.reading`). Names are imported on first use, so a program pays
+only for what it uses (the SDK pulls in aiohttp and websockets)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from smart_transfer.client.read import LocalDataset, open_dataset
-    from smart_transfer.client.sdk import (
+    from smart_transfer.client.client import (
         Client,
         DivergedError,
         InvalidUrl,
@@ -19,21 +19,22 @@ if TYPE_CHECKING:
         TransferFailed,
         TransferSummary,
     )
-    from smart_transfer.client.sync import SyncClient
+    from smart_transfer.client.sync_client import SyncClient
+    from smart_transfer.reading.dataset import LocalDataset, open_dataset
 
-_WHERE = {
-    "Client": "sdk",
-    "DivergedError": "sdk",
-    "InvalidUrl": "sdk",
-    "LocalError": "sdk",
-    "ProgressUpdate": "sdk",
-    "RemoteError": "sdk",
-    "SmartTransferError": "sdk",
-    "TransferFailed": "sdk",
-    "TransferSummary": "sdk",
-    "SyncClient": "sync",
-    "LocalDataset": "read",
-    "open_dataset": "read",
+_WHERE = {  # name -> module that defines it
+    "Client": "smart_transfer.client.client",
+    "DivergedError": "smart_transfer.client.client",
+    "InvalidUrl": "smart_transfer.client.client",
+    "LocalError": "smart_transfer.client.client",
+    "ProgressUpdate": "smart_transfer.client.client",
+    "RemoteError": "smart_transfer.client.client",
+    "SmartTransferError": "smart_transfer.client.client",
+    "TransferFailed": "smart_transfer.client.client",
+    "TransferSummary": "smart_transfer.client.client",
+    "SyncClient": "smart_transfer.client.sync_client",
+    "LocalDataset": "smart_transfer.reading.dataset",
+    "open_dataset": "smart_transfer.reading.dataset",
 }
 __all__ = [
     "Client",
@@ -54,4 +55,4 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"smart_transfer.client.{_WHERE[name]}"), name)
+    return getattr(importlib.import_module(_WHERE[name]), name)

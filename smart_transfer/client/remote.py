@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
-from smart_transfer.client.errors import InvalidUrl
+from smart_transfer.errors import InvalidUrl
 from smart_transfer.model import DatasetName, InvalidDatasetName
 
 #: A path segment of a server prefix (a reverse proxy's location): unreserved characters only.

@@ -12,9 +12,9 @@ import orjson
 import pytest
 from websockets.sync.client import connect
 
+from smart_transfer.cli.exits import CliError
 from smart_transfer.client import InvalidUrl, ProgressUpdate, SmartTransferError, SyncClient
-from smart_transfer.client.exits import CliError
-from smart_transfer.client.session import ClientSession
+from smart_transfer.client.transports.websocket import ClientSession
 from smart_transfer.model.objects import NewBlock, referenced_objects
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol.messages import (

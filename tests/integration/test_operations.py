@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
-from smart_transfer.client.cli import build_parser
+from smart_transfer.cli.main import build_parser
 from smart_transfer.model import Multihash
 from smart_transfer.model.pack import encode_pack
 from smart_transfer.protocol import SUBPROTOCOL

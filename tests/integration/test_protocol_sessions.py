@@ -14,7 +14,7 @@ import orjson
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from smart_transfer.client.session import ClientSession, RemoteError
+from smart_transfer.client.transports.websocket import ClientSession, RemoteError
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol.connection import close_code_of
 from smart_transfer.protocol.errors import ErrorCode

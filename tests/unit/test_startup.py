@@ -26,7 +26,7 @@ HEAVY = (
 
 PROBE = """
 import sys
-from smart_transfer.client.cli import build_parser
+from smart_transfer.cli.main import build_parser
 parser = build_parser()
 for argv in {argvs!r}:
     try:
@@ -52,7 +52,7 @@ def test_parsing_the_command_line_loads_no_heavy_library(argv: list[str]) -> Non
 def test_the_sdk_reaches_the_server_before_loading_the_http_stack() -> None:
     """A pull or push opens its session first; aiohttp (the object transfers) loads while the server plans."""
     probe = (
-        "import sys, smart_transfer.client.sdk, smart_transfer.client.commands.transfer\n"
+        "import sys, smart_transfer.client.client, smart_transfer.cli.commands.transfer\n"
         "print('HEAVY:' + ','.join(sorted({n.split('.')[0] for n in sys.modules} & {'aiohttp', 'yarl', 'boto3'})))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
@@ -63,7 +63,7 @@ def test_a_pull_or_push_with_no_object_to_move_never_loads_the_http_stack() -> N
     """Metadata-only pulls (a 100,000-block chain) and pushes with nothing new skip aiohttp's import."""
     probe = (
         "import asyncio, sys\n"
-        "from smart_transfer.client.flow import move_objects\n"
+        "from smart_transfer.client.flows.moving import move_objects\n"
         "result = asyncio.run(move_objects(None, None, [], 1, None))\n"
         "print(result.transferred, result.skipped, 'aiohttp' in sys.modules)"
     )

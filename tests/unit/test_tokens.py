@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from smart_transfer.client.cli import build_parser
+from smart_transfer.cli.main import build_parser
 from smart_transfer.server.auth import TOKEN_PREFIX, add_token, load_grants
 
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.slot import install_latest
-from smart_transfer.client.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
+from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transport import LocalChain, PullChannel, PullStart, Transport
+from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
+from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
 from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.objects import with_files

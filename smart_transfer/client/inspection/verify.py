@@ -9,11 +9,11 @@ import os
 import secrets
 from dataclasses import asdict, dataclass, field
 
+from smart_transfer.client.inspection.status import DIVERGED, REMOTE_MISSING, relation_of
+from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
-from smart_transfer.client.simple import RestClient
-from smart_transfer.client.status import DIVERGED, REMOTE_MISSING, relation_of
-from smart_transfer.client.transport import LocalChain
+from smart_transfer.client.transports.base import LocalChain
+from smart_transfer.client.transports.simple import RestClient
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs, objects_of, validate_chain
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace

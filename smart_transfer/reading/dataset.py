@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from smart_transfer.client.errors import LocalError, sdk_errors
+from smart_transfer.errors import LocalError, sdk_errors
 from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.repo import Workspace

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.errors import SmartTransferError
-from smart_transfer.client.settings import DEFAULT_KEEPALIVE_INTERVAL
-from smart_transfer.client.transport import PullChannel, PushChannel
+from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL
+from smart_transfer.client.transports.base import PullChannel, PushChannel
+from smart_transfer.errors import SmartTransferError
 from smart_transfer.protocol.messages import ObjectFile
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeouts
 from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer

@@ -8,7 +8,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from smart_transfer.client.commands.common import (
+from smart_transfer.cli.commands.common import (
     Commands,
     add_parser,
     add_workspace_option,
@@ -17,7 +17,7 @@ from smart_transfer.client.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from smart_transfer.client.read import Range
+    from smart_transfer.reading.dataset import Range
 
 #: Records ``tail`` shows unless ``-n`` says otherwise.
 DEFAULT_TAIL_RECORDS = 20
@@ -60,8 +60,8 @@ def print_table(columns: list[str], rows: list[dict[str, Any]]) -> None:
 
 
 def run_tail(args: argparse.Namespace) -> int:
-    from smart_transfer.client.export import json_rows
-    from smart_transfer.client.read import LocalDataset
+    from smart_transfer.reading.dataset import LocalDataset
+    from smart_transfer.reading.export import json_rows
 
     with existing_workspace(args, read_only=True) as workspace:
         table = LocalDataset(workspace, args.dataset).tail(args.records)
@@ -73,8 +73,8 @@ def run_tail(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from smart_transfer.client.export import export, format_of
-    from smart_transfer.client.read import LocalDataset
+    from smart_transfer.reading.dataset import LocalDataset
+    from smart_transfer.reading.export import export, format_of
 
     fmt = format_of(args.output, args.format)
     with existing_workspace(args, read_only=True) as workspace:

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 import smart_transfer
-from smart_transfer.client.commands import data, ingest, peer, remotes, server, transfer, workspace
-from smart_transfer.client.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+from smart_transfer.cli.commands import data, ingest, peer, remotes, server, transfer, workspace
+from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 
 # Start-up time is part of every command: this module and the parser it builds import nothing heavy
 # (no pydantic, aiohttp, boto3 or pyarrow); each command imports what it uses when it runs.
@@ -42,7 +42,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted"
     # only a failure pays for these imports (the command that raised has loaded them already)
-    from smart_transfer.client.errors import SmartTransferError
+    from smart_transfer.errors import SmartTransferError
     from smart_transfer.model import InvalidDatasetName, ModelError
     from smart_transfer.protocol.errors import REJECTIONS, ErrorCode
     from smart_transfer.repo import HeadMoved, RepositoryError

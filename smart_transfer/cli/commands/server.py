@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
-from smart_transfer.client.exits import EXIT_USAGE, CliError
+from smart_transfer.cli.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
+from smart_transfer.cli.exits import EXIT_USAGE, CliError
 from smart_transfer.protocol import MAX_PEERS
 from smart_transfer.server import settings as defaults
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from smart_transfer.client.commands.common import Commands, add_parser, add_workspace_option, rate, serve_until_stopped
-from smart_transfer.client.exits import EXIT_USAGE, CliError
+from smart_transfer.cli.commands.common import Commands, add_parser, add_workspace_option, rate, serve_until_stopped
+from smart_transfer.cli.exits import EXIT_USAGE, CliError
 from smart_transfer.peer import settings as defaults
 from smart_transfer.server.settings import LOOPBACK_HOSTS
 

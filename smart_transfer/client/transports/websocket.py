@@ -11,9 +11,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.typing import Subprotocol
 
-from smart_transfer.client.errors import LocalError, RemoteError, SmartTransferError, from_protocol
+from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.remote import redact
-from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
+from smart_transfer.errors import LocalError, RemoteError, SmartTransferError, from_protocol
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol.connection import Connection, PeerError
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from smart_transfer.client.errors import LocalError
-from smart_transfer.client.read import LocalDataset, Range, Selection
+from smart_transfer.errors import LocalError
 from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.reading.dataset import LocalDataset, Range, Selection
 
 FORMATS = ("csv", "jsonl", "parquet")
 #: The format a file name implies when none is given.

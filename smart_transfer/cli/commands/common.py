@@ -70,7 +70,7 @@ def rate(text: str) -> int:
 
 def serve_until_stopped(serve: Callable[[], None]) -> int:
     """Run a server until it stops (Ctrl-C is a normal stop); an address it cannot have is one line."""
-    from smart_transfer.client.exits import CliError
+    from smart_transfer.cli.exits import CliError
 
     try:
         serve()

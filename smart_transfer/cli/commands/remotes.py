@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from smart_transfer.client.commands.common import (
+from smart_transfer.cli.commands.common import (
     Commands,
     add_parser,
     add_token_option,
@@ -18,8 +18,8 @@ from smart_transfer.client.commands.common import (
     token,
     warn,
 )
-from smart_transfer.client.commands.data import print_table
-from smart_transfer.client.exits import EXIT_REJECTED, CliError
+from smart_transfer.cli.commands.data import print_table
+from smart_transfer.cli.exits import EXIT_REJECTED, CliError
 
 
 def run_remote_list(args: argparse.Namespace) -> int:
@@ -66,8 +66,8 @@ def run_remote_remove(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from smart_transfer.client.sdk import Client
-    from smart_transfer.client.status import DIVERGED
+    from smart_transfer.client.client import Client
+    from smart_transfer.client.inspection.status import DIVERGED
 
     with existing_workspace(args, read_only=True) as workspace:
         status = run(Client(workspace, token=token(args), warn=warn).status(args.dataset, args.url))
@@ -83,9 +83,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_ls(args: argparse.Namespace) -> int:
+    from smart_transfer.client.client import retry_when_busy
+    from smart_transfer.client.inspection.status import list_datasets
     from smart_transfer.client.remote import RemoteServer
-    from smart_transfer.client.sdk import retry_when_busy
-    from smart_transfer.client.status import list_datasets
 
     server, secret = RemoteServer.parse(args.url), token(args)
     datasets = run(retry_when_busy(lambda: list_datasets(server, secret), warn))

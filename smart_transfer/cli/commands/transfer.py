@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.commands.common import (
+from smart_transfer.cli.commands.common import (
     Commands,
     add_parser,
     add_token_option,
@@ -20,13 +20,13 @@ from smart_transfer.client.commands.common import (
     token,
     warn,
 )
-from smart_transfer.client.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
-from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
+from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.transfer import limits
 
 if TYPE_CHECKING:
-    from smart_transfer.client.flow import ProgressCallback, TransferSummary
-    from smart_transfer.client.sdk import Client
+    from smart_transfer.client.client import Client
+    from smart_transfer.client.flows.moving import ProgressCallback, TransferSummary
     from smart_transfer.repo import Workspace
 
 PROTOCOLS = ("smart", "simple")
@@ -97,7 +97,7 @@ def report(summary: TransferSummary, as_json: bool) -> None:
 
 
 def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallback | None) -> Client:
-    from smart_transfer.client.sdk import Client
+    from smart_transfer.client.client import Client
     from smart_transfer.transfer.limits import LargeObjects, Timeouts
 
     if args.parallel < 1 or args.parallel_parts < 1:
@@ -120,7 +120,7 @@ def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallbac
 
 
 def run_transfer(args: argparse.Namespace) -> int:
-    from smart_transfer.client.progress import ProgressBar
+    from smart_transfer.cli.progress import ProgressBar
 
     if args.command == "pull" and args.follow:
         return run_follow(args)
@@ -173,7 +173,7 @@ def run_follow(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from smart_transfer.client.verify import compare_remote, print_report, verify_local
+    from smart_transfer.client.inspection.verify import compare_remote, print_report, verify_local
 
     with existing_workspace(args) as workspace:
         report_, blocks = verify_local(workspace, args.dataset)

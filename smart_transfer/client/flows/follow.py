@@ -11,8 +11,8 @@ import contextlib
 import random
 from collections.abc import Awaitable, Callable
 
-from smart_transfer.client.errors import SmartTransferError
-from smart_transfer.client.flow import TransferSummary
+from smart_transfer.client.flows.moving import TransferSummary
+from smart_transfer.errors import SmartTransferError
 from smart_transfer.protocol.errors import RETRYABLE
 from smart_transfer.transfer.errors import TransferFailed
 

@@ -9,11 +9,11 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from smart_transfer.client.errors import DivergedError, SmartTransferError
-from smart_transfer.client.flow import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
-from smart_transfer.client.pull import local_chain
+from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
+from smart_transfer.client.flows.pull import local_chain
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transport import LocalChain, Transport, UploadTerms
+from smart_transfer.client.transports.base import LocalChain, Transport, UploadTerms
+from smart_transfer.errors import DivergedError, SmartTransferError
 from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass
 
-from smart_transfer.client.errors import RemoteError
 from smart_transfer.client.remote import RemoteDataset, RemoteServer
-from smart_transfer.client.simple import RestClient, RestSession
+from smart_transfer.client.transports.simple import RestClient, RestSession
+from smart_transfer.errors import RemoteError
 from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo, ServerInfo

@@ -6,13 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from smart_transfer.client.sdk import Client, TransferSummary
-from smart_transfer.client.status import DatasetStatus
+from smart_transfer.client.client import Client, TransferSummary
+from smart_transfer.client.inspection.status import DatasetStatus
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 
 if TYPE_CHECKING:
-    from smart_transfer.client.read import LocalDataset
+    from smart_transfer.reading.dataset import LocalDataset
 
 
 class SyncClient:

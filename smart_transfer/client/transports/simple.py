@@ -14,10 +14,9 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from smart_transfer.client.errors import LocalError, RemoteError, from_protocol
+from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.remote import RemoteDataset, redact
-from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
-from smart_transfer.client.transport import (
+from smart_transfer.client.transports.base import (
     LocalChain,
     PullChannel,
     PullStart,
@@ -27,6 +26,7 @@ from smart_transfer.client.transport import (
     UploadTerms,
     Urls,
 )
+from smart_transfer.errors import LocalError, RemoteError, from_protocol
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.walk import walk_chain_async
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details

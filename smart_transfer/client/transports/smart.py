@@ -7,11 +7,9 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from smart_transfer.client.errors import LocalError, SmartTransferError, from_protocol
+from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.session import ClientSession
-from smart_transfer.client.settings import DEFAULT_ANSWER_TIMEOUT
-from smart_transfer.client.transport import (
+from smart_transfer.client.transports.base import (
     LocalChain,
     PullChannel,
     PullStart,
@@ -21,6 +19,8 @@ from smart_transfer.client.transport import (
     UploadTerms,
     Urls,
 )
+from smart_transfer.client.transports.websocket import ClientSession
+from smart_transfer.errors import LocalError, SmartTransferError, from_protocol
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError

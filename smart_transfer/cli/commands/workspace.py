@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from smart_transfer.client.commands.common import (
+from smart_transfer.cli.commands.common import (
     Commands,
     add_parser,
     add_workspace_option,
@@ -14,7 +14,7 @@ from smart_transfer.client.commands.common import (
     print_json,
     print_rows,
 )
-from smart_transfer.client.exits import EXIT_USAGE, CliError
+from smart_transfer.cli.exits import EXIT_USAGE, CliError
 
 
 def run_add(args: argparse.Namespace) -> int:

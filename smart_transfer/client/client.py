@@ -15,7 +15,26 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from smart_transfer.client.errors import (
+from smart_transfer.client.flows.follow import Follower
+from smart_transfer.client.flows.moving import (
+    DEFAULT_PAGE_SIZE,
+    FlowOptions,
+    ProgressCallback,
+    ProgressUpdate,
+    TransferSummary,
+)
+from smart_transfer.client.flows.pull import follow as follow_flow
+from smart_transfer.client.flows.pull import pull as pull_flow
+from smart_transfer.client.flows.push import push as push_flow
+from smart_transfer.client.options import (
+    DEFAULT_ANSWER_TIMEOUT,
+    DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
+    DEFAULT_KEEPALIVE_INTERVAL,
+)
+from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
+from smart_transfer.client.transports.base import Transport
+from smart_transfer.client.transports.smart import SmartTransport
+from smart_transfer.errors import (
     DivergedError,
     InvalidUrl,
     LocalError,
@@ -23,19 +42,6 @@ from smart_transfer.client.errors import (
     SmartTransferError,
     sdk_errors,
 )
-from smart_transfer.client.flow import DEFAULT_PAGE_SIZE, FlowOptions, ProgressCallback, ProgressUpdate, TransferSummary
-from smart_transfer.client.follow import Follower
-from smart_transfer.client.pull import follow as follow_flow
-from smart_transfer.client.pull import pull as pull_flow
-from smart_transfer.client.push import push as push_flow
-from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
-from smart_transfer.client.settings import (
-    DEFAULT_ANSWER_TIMEOUT,
-    DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
-    DEFAULT_KEEPALIVE_INTERVAL,
-)
-from smart_transfer.client.smart import SmartTransport
-from smart_transfer.client.transport import Transport
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo
@@ -56,8 +62,8 @@ Operation = Callable[[Transport], Awaitable[TransferSummary]]
 R = TypeVar("R")
 
 if TYPE_CHECKING:
-    from smart_transfer.client.read import LocalDataset
-    from smart_transfer.client.status import DatasetStatus
+    from smart_transfer.client.inspection.status import DatasetStatus
+    from smart_transfer.reading.dataset import LocalDataset
 
 
 class Client:
@@ -211,7 +217,7 @@ class Client:
 
     async def status(self, name: str, url: str | None = None) -> DatasetStatus:
         """How workspace dataset ``name`` relates to its remote (or ``url``): one request, nothing moves."""
-        from smart_transfer.client.status import dataset_status  # the HTTP stack loads on use
+        from smart_transfer.client.inspection.status import dataset_status  # the HTTP stack loads on use
 
         remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
         with sdk_errors():
@@ -220,14 +226,14 @@ class Client:
 
     async def list_datasets(self, server_url: str) -> list[DatasetInfo]:
         """The datasets of the server at ``server_url`` the token may read, each described."""
-        from smart_transfer.client.status import list_datasets
+        from smart_transfer.client.inspection.status import list_datasets
 
         server = RemoteServer.parse(server_url)
         return await retry_when_busy(lambda: list_datasets(server, self.token), self.warn)
 
     def dataset(self, name: str) -> LocalDataset:
         """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""
-        from smart_transfer.client.read import LocalDataset
+        from smart_transfer.reading.dataset import LocalDataset
 
         return LocalDataset(self.workspace, name)
 
@@ -237,7 +243,7 @@ class Client:
         parallel, timeouts = self.options.parallel, self.options.timeouts
 
         def simple(redirect: bool = True) -> Transport:
-            from smart_transfer.client.simple import SimpleTransport  # the HTTP stack loads on use
+            from smart_transfer.client.transports.simple import SimpleTransport  # the HTTP stack loads on use
 
             return SimpleTransport(
                 self.token, parallel, redirect, timeouts=timeouts, answer_timeout=self.answer_timeout

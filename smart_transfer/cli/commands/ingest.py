@@ -9,8 +9,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from smart_transfer.client.commands.common import add_parser, add_workspace_option, open_workspace, print_json
-from smart_transfer.client.exits import EXIT_USAGE, CliError
+from smart_transfer.cli.commands.common import add_parser, add_workspace_option, open_workspace, print_json
+from smart_transfer.cli.exits import EXIT_USAGE, CliError
 from smart_transfer.ingest.inputs import FORMATS
 
 DEFAULT_MASTER = "local[2]"  # the same as smart_transfer.ingest.spark, which imports pyspark lazily only

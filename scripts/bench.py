@@ -35,6 +35,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -82,6 +83,13 @@ class Series:
             "objects_per_s": round(self.objects / median, 1) if self.objects and median else None,
             "mib_per_s": round(self.bytes / 2**20 / median, 1) if self.bytes and median else None,
         }
+
+
+def free_port() -> int:
+    """An ephemeral port free now (servers refuse --port 0)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def free_port_pair() -> int:
@@ -143,7 +151,7 @@ class Bench:
                 "--host",
                 "127.0.0.1",
                 "--port",
-                "0",
+                str(free_port()),
                 "--root",
                 str(self.work / "server"),
                 *storage,
@@ -411,7 +419,7 @@ class Bench:
 
     def start_peer(self, workspace: Path) -> tuple[subprocess.Popen[str], str]:
         peer = subprocess.Popen(
-            [*CLI, "peer", "serve", "--workspace", str(workspace), "--port", "0"],
+            [*CLI, "peer", "serve", "--workspace", str(workspace), "--port", str(free_port())],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -11,7 +11,8 @@ mkdir -p "$dir"
 cd "$dir"
 server_log="$dir/server.log"
 
-"$st" serve --host 127.0.0.1 --port 0 --root "$dir/server" >"$server_log" 2>&1 &
+port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$st" serve --host 127.0.0.1 --port "$port" --root "$dir/server" >"$server_log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "listening on" "$server_log" 2>/dev/null && break; sleep 0.1; done

@@ -142,10 +142,34 @@ class ServerProcess:
                 self.process.wait(10)
 
 
+def free_port() -> int:
+    """An ephemeral port that is free now (ports are 1-65535: the server refuses 0). Another process may
+    take it before the server binds; ``start_server`` then tries another."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def start_server(root: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """Start a server process and wait for its 'listening on' line."""
+    """Start a server process on a free ephemeral port (unless ``extra`` names one) and wait for its
+    'listening on' line."""
+    if "--port" in extra:
+        return _start_server(root, *extra, env=env)
+    for _ in range(4):
+        try:
+            return _start_server(root, "--port", str(free_port()), *extra, env=env)
+        except PortTaken:
+            continue
+    return _start_server(root, "--port", str(free_port()), *extra, env=env)
+
+
+class PortTaken(RuntimeError):
+    """The port chosen for a server was taken by another process before the server bound it."""
+
+
+def _start_server(root: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
     process = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root), *extra],
+        [*CLI, "serve", "--host", "127.0.0.1", "--root", str(root), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -173,6 +197,8 @@ def start_server(root: Path, *extra: str, env: dict[str, str] | None = None) -> 
         waited += step
     if not found:
         process.kill()
+        if "cannot listen" in "".join(lines):
+            raise PortTaken("".join(lines))
         raise RuntimeError("server did not start:\n" + "".join(lines))
     return ServerProcess(found[0], process, root, lines)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import smart_transfer
 from smart_transfer.cli.commands import data, ingest, peer, remotes, server, transfer, workspace
+from smart_transfer.cli.commands.common import Parser
 from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 
 # Start-up time is part of every command: this module and the parser it builds import nothing heavy
@@ -18,7 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="smart-transfer",
         description="Sync versioned datasets between local workspaces and a server on object storage.",
         epilog="Exit codes: 0 done, 1 error, 2 usage, 3 diverged or rejected (histories or grants).",

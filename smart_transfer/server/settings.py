@@ -1,4 +1,5 @@
-"""Every server setting, with its default; ``smart-transfer serve --help`` shows the same values."""
+"""Every server setting, declared once (flag, environment name, help, default, bounds): ``serve``'s parser,
+``serve --help``, the environment, the README's table and the checks at start all come from here."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from smart_transfer.config import SettingError, check_settings, setting
+from smart_transfer.config.units import size as parse_size
+from smart_transfer.protocol import MAX_PEERS
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
-from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
+from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS, MAX_URL_TTL_SECONDS
 from smart_transfer.storage.parts import (
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_PART_SIZE,
@@ -37,112 +41,252 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_ROOT = Path(".smart-transfer/server")
-#: Largest object the server accepts (S3's limit, 5 TiB). One PUT carries at most 5 GiB on every store;
-#: larger objects are uploaded in parts (``--multipart-threshold``, ``--part-size``).
-DEFAULT_MAX_OBJECT_BYTES = MAX_OBJECT_BYTES
-#: Most objects one transfer-negotiation page may name.
-DEFAULT_MAX_OBJECTS_PER_PAGE = 1000
-#: Largest WebSocket message (text or binary) the server accepts.
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-#: Seconds a session may wait for the client's next message.
-DEFAULT_IDLE_TIMEOUT_SECONDS = 120.0
-#: Seconds between the keep-alives (Progress) the server sends while it verifies and commits a push.
-DEFAULT_KEEPALIVE_INTERVAL_SECONDS = 5.0
-#: Longest a whole session may last (also bounds how long a push may hold uploads uncommitted).
-DEFAULT_SESSION_TIMEOUT_SECONDS = 3600.0
-#: Concurrent WebSocket sessions, in all and per token subject.
-DEFAULT_MAX_SESSIONS = 64
-DEFAULT_MAX_SESSIONS_PER_TOKEN = 8
-#: Concurrent REST requests, in all and per token subject.
-DEFAULT_MAX_REQUESTS = 256
-DEFAULT_MAX_REQUESTS_PER_TOKEN = 64
-#: The retry hint sent with a busy answer.
-DEFAULT_BUSY_RETRY_AFTER_SECONDS = 2
-#: Open connections (HTTP and WebSocket, idle keep-alive ones included); more are answered 503 and closed.
-DEFAULT_MAX_CONNECTIONS = 512
-#: Seconds a client may take to send a request's headers (from connecting, or from the request's
-#: first byte on a kept-alive connection); slower ones are closed.
-DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
-#: Seconds an idle kept-alive HTTP connection stays open.
-DEFAULT_KEEP_ALIVE_SECONDS = 30.0
-#: Seconds running sessions and requests may take to finish after SIGTERM before they are ended.
-DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
-#: Seconds the readiness probe (``GET /readyz``) waits for the store before it answers "not ready".
-DEFAULT_READY_TIMEOUT_SECONDS = 2.0
-#: Addresses whose X-Forwarded-For / X-Forwarded-Proto headers are trusted (a load balancer's).
-DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1"
+MAX_PORT = 65535
 #: Access and error log lines: text or json (one object per line).
 LOG_FORMATS = ("text", "json")
-DEFAULT_LOG_FORMAT = "text"
-#: Error log lines per second the server writes at most (bursts of 10x are allowed), so a flood of
-#: bad frames cannot flood the log; what it drops is counted in a line when the flood ends.
-DEFAULT_ERROR_LOG_RATE = 20.0
-#: Seconds a peer announcement (``pull --announce``) stays listed after the pull that made it (a
-#: following session renews its own while it lasts).
-DEFAULT_PEER_TTL_SECONDS = 600.0
-#: Most live peers one pull plan lists (newest announcements first; the client shuffles them).
-DEFAULT_MAX_PEERS_LISTED = 8
-#: ``pull --follow``: how often the server reads a followed dataset's head from the store, from the
-#: shortest interval after a change, doubling while nothing changes, up to the longest. Pushes through
-#: the same replica wake the followers at once; pushes through another replica are seen within the
-#: longest interval.
-DEFAULT_FOLLOW_POLL_MIN_SECONDS = 0.5
-DEFAULT_FOLLOW_POLL_MAX_SECONDS = 2.0
+#: The common bounds of a wait in seconds, and of a count of things at once.
+_SECONDS: dict[str, Any] = {"parse": float, "minimum": 0.01, "maximum": 86400, "unit": "seconds"}
+_COUNT: dict[str, Any] = {"parse": int, "minimum": 1, "maximum": 1_000_000}
+#: Every serve setting may also come from the environment: --max-sessions from $SMART_TRANSFER_MAX_SESSIONS.
+ENV_PREFIX = "SMART_TRANSFER_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """How the server stores data and what it allows."""
+    """How the server stores data and what it allows: one declaration per setting (its ``serve`` flag,
+    ``SMART_TRANSFER_*`` variable, help, default and bounds; see :mod:`smart_transfer.config`)."""
 
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    root: Path = DEFAULT_ROOT
-    public_url: str | None = None
-    s3_endpoint: str | None = None
-    s3_public_endpoint: str | None = None
-    s3_bucket: str | None = None
-    s3_prefix: str = ""
-    s3_region: str | None = None
-    s3_max_connections: int = DEFAULT_S3_MAX_CONNECTIONS
-    s3_connect_timeout: float = DEFAULT_S3_CONNECT_TIMEOUT
-    s3_read_timeout: float = DEFAULT_S3_READ_TIMEOUT
-    s3_attempts: int = DEFAULT_S3_ATTEMPTS
-    url_ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
-    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
-    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
-    part_size: int = DEFAULT_PART_SIZE
-    max_objects_per_page: int = DEFAULT_MAX_OBJECTS_PER_PAGE
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS
-    session_timeout_seconds: float = DEFAULT_SESSION_TIMEOUT_SECONDS
-    keepalive_interval_seconds: float = DEFAULT_KEEPALIVE_INTERVAL_SECONDS
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
-    max_requests: int = DEFAULT_MAX_REQUESTS
-    max_requests_per_token: int = DEFAULT_MAX_REQUESTS_PER_TOKEN
-    busy_retry_after_seconds: int = DEFAULT_BUSY_RETRY_AFTER_SECONDS
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-    header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
-    keep_alive_seconds: float = DEFAULT_KEEP_ALIVE_SECONDS
-    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
-    ready_timeout_seconds: float = DEFAULT_READY_TIMEOUT_SECONDS
-    forwarded_allow_ips: str = DEFAULT_FORWARDED_ALLOW_IPS
-    log_format: str = DEFAULT_LOG_FORMAT
-    error_log_rate: float = DEFAULT_ERROR_LOG_RATE
-    peer_ttl_seconds: float = DEFAULT_PEER_TTL_SECONDS
-    max_peers_listed: int = DEFAULT_MAX_PEERS_LISTED
-    follow_poll_min_seconds: float = DEFAULT_FOLLOW_POLL_MIN_SECONDS
-    follow_poll_max_seconds: float = DEFAULT_FOLLOW_POLL_MAX_SECONDS
-    tokens_file: Path | None = None
-    allow_anonymous: bool = False
+    host: str = setting(DEFAULT_HOST, "--host", "address to bind")
+    port: int = setting(DEFAULT_PORT, "--port", "port to bind", parse=int, minimum=1, maximum=MAX_PORT)
+    root: Path = setting(DEFAULT_ROOT, "--root", "directory of the embedded store and index", parse=Path)
+    public_url: str | None = setting(
+        None, "--public-url", "URL clients reach the server at (default: http://HOST:PORT)", metavar="URL"
+    )
+    s3_endpoint: str | None = setting(
+        None,
+        "--s3-endpoint",
+        "S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment",
+        metavar="URL",
+    )
+    s3_public_endpoint: str | None = setting(
+        None,
+        "--s3-public-endpoint",
+        "S3 endpoint URL as clients reach it, for presigned URLs (default: --s3-endpoint)",
+        metavar="URL",
+    )
+    s3_bucket: str | None = setting(
+        None, "--s3-bucket", "keep datasets in this S3 bucket instead of the embedded store", metavar="BUCKET"
+    )
+    s3_prefix: str = setting("", "--s3-prefix", "key prefix inside the bucket", metavar="PREFIX")
+    s3_region: str | None = setting(None, "--s3-region", "S3 region (default: the AWS environment's)")
+    s3_max_connections: int = setting(
+        DEFAULT_S3_MAX_CONNECTIONS,
+        "--s3-max-connections",
+        "connections to S3 the server keeps open at most",
+        parse=int,
+        minimum=1,
+        maximum=4096,
+    )
+    s3_connect_timeout: float = setting(
+        DEFAULT_S3_CONNECT_TIMEOUT, "--s3-connect-timeout", "seconds to connect to S3", **_SECONDS
+    )
+    s3_read_timeout: float = setting(
+        DEFAULT_S3_READ_TIMEOUT,
+        "--s3-read-timeout",
+        "seconds S3 may send nothing before a call's attempt fails",
+        **_SECONDS,
+    )
+    s3_attempts: int = setting(
+        DEFAULT_S3_ATTEMPTS,
+        "--s3-attempts",
+        "attempts of one S3 call (backoff between)",
+        parse=int,
+        minimum=1,
+        maximum=20,
+    )
+    url_ttl_seconds: int = setting(
+        DEFAULT_URL_TTL_SECONDS,
+        "--url-ttl",
+        "lifetime of presigned URLs (at most the stores' maximum, 7 days)",
+        parse=int,
+        minimum=1,
+        maximum=MAX_URL_TTL_SECONDS,
+        unit="seconds",
+    )
+    max_object_bytes: int = setting(
+        MAX_OBJECT_BYTES,
+        "--max-object-bytes",
+        "largest object the server accepts, e.g. 10G (S3's largest is 5 TiB)",
+        parse=parse_size,
+        minimum=1,
+        maximum=MAX_OBJECT_BYTES,
+        unit="bytes",
+    )
+    multipart_threshold: int = setting(
+        DEFAULT_MULTIPART_THRESHOLD,
+        "--multipart-threshold",
+        "objects larger than this are uploaded in parts (multipart: parallel, resumable part by part)",
+        parse=parse_size,
+        minimum=1,
+        maximum=MAX_SINGLE_PUT_BYTES,
+        unit="bytes",
+    )
+    part_size: int = setting(
+        DEFAULT_PART_SIZE,
+        "--part-size",
+        "size of those parts (grown for objects that would need more than 1024 parts)",
+        parse=parse_size,
+        minimum=MIN_PART_BYTES,
+        maximum=MAX_PART_BYTES,
+        unit="bytes",
+    )
+    max_objects_per_page: int = setting(
+        1000, "--max-objects-per-page", "most objects one negotiation page may name", **_COUNT
+    )
+    max_message_bytes: int = setting(
+        64 * 1024 * 1024,
+        "--max-message-bytes",
+        "largest WebSocket frame accepted (tarballs too)",
+        parse=parse_size,
+        minimum=64 * 1024,
+        maximum=2**31,
+        unit="bytes",
+    )
+    idle_timeout_seconds: float = setting(
+        120.0, "--idle-timeout", "seconds a session may wait for the client's next message", **_SECONDS
+    )
+    session_timeout_seconds: float = setting(
+        3600.0,
+        "--session-timeout",
+        "seconds a whole session may last (also bounds how long a push may hold uploads uncommitted)",
+        parse=float,
+        minimum=1,
+        maximum=7 * 86400,
+        unit="seconds",
+    )
+    keepalive_interval_seconds: float = setting(
+        5.0,
+        "--keepalive-interval",
+        "seconds between the server's keep-alives: WebSocket pings, and Progress while it verifies a push",
+        **_SECONDS,
+    )
+    max_sessions: int = setting(
+        64, "--max-sessions", "concurrent pull/push sessions; more get 'busy, retry after'", **_COUNT
+    )
+    max_sessions_per_token: int = setting(
+        8,
+        "--max-sessions-per-token",
+        "concurrent sessions of one token subject (anonymous: of one client address)",
+        **_COUNT,
+    )
+    max_requests: int = setting(
+        256, "--max-requests", "concurrent REST requests; more get HTTP 429 with Retry-After", **_COUNT
+    )
+    max_requests_per_token: int = setting(
+        64,
+        "--max-requests-per-token",
+        "concurrent REST requests of one token (anonymous: of one client address)",
+        **_COUNT,
+    )
+    busy_retry_after_seconds: int = setting(
+        2,
+        "--busy-retry-after",
+        "the retry hint (seconds) sent with a busy answer (Busy, HTTP 429/503 Retry-After)",
+        parse=int,
+        minimum=1,
+        maximum=3600,
+        unit="seconds",
+    )
+    max_connections: int = setting(
+        512,
+        "--max-connections",
+        "open connections (HTTP, idle keep-alive, WebSocket); more are answered 503 and closed",
+        **_COUNT,
+    )
+    header_timeout_seconds: float = setting(
+        10.0, "--header-timeout", "seconds a client may take to send a request's headers", **_SECONDS
+    )
+    keep_alive_seconds: float = setting(
+        30.0, "--keep-alive-timeout", "seconds an idle kept-alive HTTP connection stays open", **_SECONDS
+    )
+    shutdown_grace_seconds: float = setting(
+        30.0,
+        "--shutdown-grace",
+        "seconds running sessions may take to finish after SIGTERM before they end with ShuttingDown",
+        parse=float,
+        minimum=0,
+        maximum=3600,
+        unit="seconds",
+    )
+    ready_timeout_seconds: float = setting(
+        2.0, "--ready-timeout", "seconds GET /readyz waits for the store before it answers not ready", **_SECONDS
+    )
+    forwarded_allow_ips: str = setting(
+        "127.0.0.1",
+        "--forwarded-allow-ips",
+        "comma-separated addresses (or *) of balancers whose X-Forwarded-For names the client",
+        metavar="IPS",
+    )
+    log_format: str = setting(
+        "text",
+        "--log-format",
+        "access and error log lines on stderr: text, or one JSON object per line",
+        choices=LOG_FORMATS,
+    )
+    error_log_rate: float = setting(
+        20.0,
+        "--error-log-rate",
+        "error log lines per second at most (bursts of 10 s worth); the rest are counted, not written",
+        parse=float,
+        minimum=0.01,
+        maximum=1e6,
+    )
+    peer_ttl_seconds: float = setting(
+        600.0,
+        "--peer-ttl",
+        "seconds a peer announcement (pull --announce) stays listed; a following session renews its own",
+        parse=float,
+        minimum=1,
+        maximum=7 * 86400,
+        unit="seconds",
+    )
+    max_peers_listed: int = setting(
+        8, "--max-peers-listed", "most live peers one pull plan lists", parse=int, minimum=1, maximum=MAX_PEERS
+    )
+    follow_poll_min_seconds: float = setting(
+        0.5,
+        "--follow-poll-min",
+        "pull --follow: seconds between reads of a followed head in the store right after it moved",
+        **_SECONDS,
+    )
+    follow_poll_max_seconds: float = setting(
+        2.0,
+        "--follow-poll-max",
+        "pull --follow: longest interval between head reads (doubling while nothing changes); pushes "
+        "through another replica reach followers within it, pushes through this one at once",
+        **_SECONDS,
+    )
+    tokens_file: Path | None = setting(
+        None,
+        "--tokens",
+        "tokens file (see `token add`); without it access is anonymous, loopback only",
+        parse=Path,
+        metavar="FILE",
+    )
+    allow_anonymous: bool = setting(
+        False,
+        "--allow-anonymous",
+        "serve without --tokens on a non-loopback address (anyone reaching it may write)",
+        switch=True,
+    )
 
-    def check_parts(self) -> None:
-        """Refuse a part size S3 would refuse, and a threshold above which single PUTs would fail."""
-        if not MIN_PART_BYTES <= self.part_size <= MAX_PART_BYTES:
-            raise ValueError(f"the part size must be {MIN_PART_BYTES}..{MAX_PART_BYTES} bytes (S3's limits)")
-        if not 0 < self.multipart_threshold <= MAX_SINGLE_PUT_BYTES:
-            raise ValueError(f"the multipart threshold must be 1..{MAX_SINGLE_PUT_BYTES} bytes (S3's largest PUT)")
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.follow_poll_min_seconds > self.follow_poll_max_seconds:
+            raise SettingError("--follow-poll-min must not exceed --follow-poll-max")
+        if (self.s3_endpoint or self.s3_prefix or self.s3_public_endpoint) and not self.s3_bucket:
+            raise SettingError("--s3-endpoint, --s3-public-endpoint and --s3-prefix need --s3-bucket")
 
     def check_exposure(self) -> None:
         """Refuse to serve anonymous access beyond this machine unless explicitly allowed."""

@@ -4,21 +4,10 @@ that every chunk draws from, so N parallel transfers together stay under the rat
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 
 #: The bucket holds at most this many seconds of tokens, so bursts after idle time stay short.
 BURST_SECONDS = 0.25
-_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?(?:/s)?")
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-
-
-def parse_rate(text: str) -> int:
-    """``500K``, ``10M``, ``1.5MiB/s``, ``2048`` -> bytes per second (binary units)."""
-    match = _RATE.fullmatch(text.strip())
-    if match is None or float(match.group(1)) <= 0:
-        raise ValueError(f"not a rate: {text!r} (examples: 500K, 10M, 1G)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 class RateLimiter:

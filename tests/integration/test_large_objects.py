@@ -25,7 +25,7 @@ from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.parts import MIB, layout
 from smart_transfer.storage.s3 import S3Store
 from smart_transfer.transfer.limits import LargeObjects
-from tests.conftest import CLI, ServerProcess, backend_args, run_cli, start_server, summary
+from tests.conftest import CLI, ServerProcess, backend_args, free_port, run_cli, start_server, summary
 from tests.integration.test_resume_and_expiry import kill_when, log_of
 
 PART = 5 * MIB
@@ -268,10 +268,10 @@ def test_corrupt_ranges_are_detected(
 
 
 def test_large_object_settings_are_checked(tmp_path: Path) -> None:
-    result = run_cli("serve", "--port", "0", "--root", str(tmp_path / "s"), "--part-size", "1M")
-    assert result.returncode == 2 and "part size must be" in result.stderr
-    result = run_cli("serve", "--port", "0", "--root", str(tmp_path / "s"), "--multipart-threshold", "6G")
-    assert result.returncode == 2 and "multipart threshold must be" in result.stderr
+    result = run_cli("serve", "--port", str(free_port()), "--root", str(tmp_path / "s"), "--part-size", "1M")
+    assert result.returncode == 2 and "--part-size: must be 5242880..5368709120 bytes" in result.stderr
+    result = run_cli("serve", "--port", str(free_port()), "--root", str(tmp_path / "s"), "--multipart-threshold", "6G")
+    assert result.returncode == 2 and "--multipart-threshold: must be 1..5368709120 bytes" in result.stderr
     assert LargeObjects().range_threshold == 64 * MIB
 
 

@@ -30,7 +30,7 @@ from smart_transfer.model import Multihash
 from smart_transfer.model.pack import encode_pack
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.storage.s3 import S3Store
-from tests.conftest import CLI, S3Env, ServerProcess, backend_args, make_files, run_cli, summary
+from tests.conftest import CLI, S3Env, ServerProcess, backend_args, free_port, make_files, run_cli, summary
 from tests.integration.test_resume_and_expiry import log_of, remote_chain
 from tests.integration.test_security import error_of, token, ws
 
@@ -121,14 +121,15 @@ def test_every_serve_flag_is_also_read_from_the_environment(server_factory: Any)
     options = [action for action in serve._actions if action.option_strings and action.dest != "help"]
     assert len(options) > 25
     for action in options:
-        assert f"[$SMART_TRANSFER_{action.dest.upper()}]" in help_text, action.option_strings
+        name = action.option_strings[0].lstrip("-").replace("-", "_").upper()
+        assert f"[$SMART_TRANSFER_{name}]" in help_text, action.option_strings
     server: ServerProcess = server_factory(env={"SMART_TRANSFER_IDLE_TIMEOUT": "1"})
     started = time.monotonic()
     with ws(server, "/quiet/pull") as connection:
         assert error_of(connection)["code"] == "Timeout"
     assert time.monotonic() - started < 10
     bad = subprocess.run(
-        [*CLI, "serve", "--port", "0"],
+        [*CLI, "serve", "--port", str(free_port())],
         check=False,
         capture_output=True,
         text=True,

@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import CLI, S3Env, ServerProcess, backend_args, make_files, run_cli, summary
+from tests.conftest import CLI, S3Env, ServerProcess, backend_args, free_port, make_files, run_cli, summary
 from tests.integration.test_operations import metrics_of, sample, wait_until
 from tests.integration.test_smart_transfer import files_of
 
@@ -41,7 +41,7 @@ class PeerProcess:
 
 def start_peer(workspace: Path, *extra: str) -> PeerProcess:
     process = subprocess.Popen(
-        [*CLI, "peer", "serve", "--workspace", str(workspace), "--port", "0", *extra],
+        [*CLI, "peer", "serve", "--workspace", str(workspace), "--port", str(free_port()), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -18,7 +18,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from smart_transfer.protocol import SUBPROTOCOL
-from tests.conftest import CLI, ServerProcess, make_files, run_cli
+from tests.conftest import CLI, ServerProcess, free_port, make_files, run_cli
 
 
 def ws(server: ServerProcess, path: str, token: str | None = None) -> ClientConnection:
@@ -105,7 +105,7 @@ def test_read_only_tokens_never_receive_an_upload_url(guarded: tuple[ServerProce
 
 def test_anonymous_access_beyond_loopback_is_refused(tmp_path: Path) -> None:
     result = subprocess.run(
-        [*CLI, "serve", "--host", "0.0.0.0", "--port", "0", "--root", str(tmp_path)],
+        [*CLI, "serve", "--host", "0.0.0.0", "--port", str(free_port()), "--root", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,

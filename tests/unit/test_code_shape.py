@@ -13,6 +13,7 @@ MAX_FUNCTION_LINES = 60
 
 #: The packages of smart_transfer, bottom first: each may import only those before it in this list.
 LAYERS = (
+    "config",  # settings declared once; parsing of sizes and durations (pure)
     "model",  # blocks, events, multihash, encodings, pack and manifest formats (pure)
     "storage",  # ObjectStore, LocalStore, S3Store, URL signers
     "repo",  # a dataset repository on a store: refs, packs, index, commit, gc

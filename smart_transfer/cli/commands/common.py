@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 if TYPE_CHECKING:
     from smart_transfer.repo import Workspace
@@ -27,6 +27,13 @@ class HelpFormatter(argparse.HelpFormatter):
         if "default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a usage error of one line (``PROG: error: ...``) and exit 2, not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def add_parser(commands: Commands, name: str, **options: Any) -> argparse.ArgumentParser:
@@ -60,10 +67,10 @@ def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> 
 
 def rate(text: str) -> int:
     """An argparse type: a rate such as ``500K`` or ``10M`` in bytes per second."""
-    from smart_transfer.transfer.ratelimit import parse_rate
+    from smart_transfer.config.units import size
 
     try:
-        return parse_rate(text)
+        return size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -1,88 +1,31 @@
 """``serve``, ``token``, ``gc`` and ``repack``: the server-side commands. Only the light settings module (the
-defaults ``--help`` shows) is imported up front; the app, uvicorn, auth and gc only when one runs."""
+declarations ``--help`` shows) is imported up front; the app, uvicorn, auth and gc only when one runs."""
 
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from smart_transfer.cli.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
+from smart_transfer.cli.declared import add_settings, settings_from
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
-from smart_transfer.protocol import MAX_PEERS
-from smart_transfer.server import settings as defaults
-
-if TYPE_CHECKING:
-    from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
 
 
 def _duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 90, 30m, 1h, 2d)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a duration cannot be negative")
-    return value
-
-
-def _size(text: str) -> int:
-    from smart_transfer.transfer.ratelimit import parse_rate
+    from smart_transfer.config.units import duration
 
     try:
-        return parse_rate(text)  # the same units: 5M, 64MiB, 1G, or bytes
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 5M, 64MiB, 1G)") from None
-
-
-def _check_s3(args: argparse.Namespace) -> None:
-    if (args.s3_endpoint or args.s3_prefix) and not args.s3_bucket:
-        raise CliError("--s3-endpoint and --s3-prefix need --s3-bucket", EXIT_USAGE)
-
-
-def _settings(args: argparse.Namespace) -> ServerSettings:
-    from smart_transfer.server.settings import ServerSettings
-
-    _check_s3(args)
-    if isinstance(args.allow_anonymous, str):
-        raise CliError(f"${ENV_PREFIX}ALLOW_ANONYMOUS must be 1/true/yes or 0/false/no", EXIT_USAGE)
-    names = [
-        "host",
-        "port",
-        "public_url",
-        "s3_endpoint",
-        "s3_public_endpoint",
-        "s3_bucket",
-        "allow_anonymous",
-        "log_format",
-        "forwarded_allow_ips",
-    ]
-    limits = {field: getattr(args, flag.lstrip("-").replace("-", "_")) for flag, _, _, _, field in LIMITS}
-    for flag, _, _, _, field in LIMITS:
-        if limits[field] < 0 or (limits[field] == 0 and flag != "--shutdown-grace"):
-            raise CliError(f"{flag} must be more than 0", EXIT_USAGE)
-    if limits["max_peers_listed"] > MAX_PEERS:
-        raise CliError(f"--max-peers-listed must be at most {MAX_PEERS}", EXIT_USAGE)
-    if limits["follow_poll_min_seconds"] > limits["follow_poll_max_seconds"]:
-        raise CliError("--follow-poll-min must not exceed --follow-poll-max", EXIT_USAGE)
-    return ServerSettings(
-        root=Path(args.root),
-        s3_prefix=args.s3_prefix or "",
-        tokens_file=Path(args.tokens) if args.tokens else None,
-        **{name: getattr(args, name) for name in names},
-        **limits,
-    )
+        return duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from smart_transfer.server.runner import serve
 
-    settings = _settings(args)
+    settings = settings_from(args, ServerSettings, ENV_PREFIX)
     try:
-        settings.check_parts()
         settings.check_exposure()
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
@@ -133,12 +76,8 @@ def run_token_revoke(args: argparse.Namespace) -> int:
 
 def run_gc(args: argparse.Namespace) -> int:
     from smart_transfer.repo.gc import collect_garbage
-    from smart_transfer.server.settings import ServerSettings
 
-    _check_s3(args)
-    settings = ServerSettings(
-        root=Path(args.root), s3_endpoint=args.s3_endpoint, s3_bucket=args.s3_bucket, s3_prefix=args.s3_prefix or ""
-    )
+    settings = settings_from(args, ServerSettings, None)
     store = settings.open_store(0)
     try:
         report = collect_garbage(store, args.grace, dry_run=args.dry_run, repack=args.repack)
@@ -163,208 +102,8 @@ def run_gc(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", default=str(defaults.DEFAULT_ROOT), help="directory of the embedded store and index")
-    parser.add_argument(
-        "--s3-endpoint",
-        default=None,
-        help="S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment",
-    )
-    parser.add_argument(
-        "--s3-bucket", default=None, help="keep datasets in this S3 bucket instead of the embedded store"
-    )
-    parser.add_argument("--s3-prefix", default=None, help="key prefix inside the bucket")
-
-
-#: serve's numeric limits and bounds: (flag, type, default, help, ServerSettings field).
-LIMITS: list[tuple[str, Callable[[str], object], object, str, str]] = [
-    ("--url-ttl", int, defaults.DEFAULT_URL_TTL_SECONDS, "lifetime of presigned URLs, seconds", "url_ttl_seconds"),
-    (
-        "--max-objects-per-page",
-        int,
-        defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,
-        "most objects one negotiation page may name",
-        "max_objects_per_page",
-    ),
-    (
-        "--max-sessions",
-        int,
-        defaults.DEFAULT_MAX_SESSIONS,
-        "concurrent pull/push sessions; more get 'busy, retry after'",
-        "max_sessions",
-    ),
-    (
-        "--max-sessions-per-token",
-        int,
-        defaults.DEFAULT_MAX_SESSIONS_PER_TOKEN,
-        "concurrent sessions of one token subject (anonymous: of one client address)",
-        "max_sessions_per_token",
-    ),
-    (
-        "--max-requests",
-        int,
-        defaults.DEFAULT_MAX_REQUESTS,
-        "concurrent REST requests; more get HTTP 429 with Retry-After",
-        "max_requests",
-    ),
-    (
-        "--max-requests-per-token",
-        int,
-        defaults.DEFAULT_MAX_REQUESTS_PER_TOKEN,
-        "concurrent REST requests of one token (anonymous: of one client address)",
-        "max_requests_per_token",
-    ),
-    (
-        "--max-connections",
-        int,
-        defaults.DEFAULT_MAX_CONNECTIONS,
-        "open connections (HTTP, idle keep-alive, WebSocket); more are answered 503 and closed",
-        "max_connections",
-    ),
-    (
-        "--max-message-bytes",
-        int,
-        defaults.DEFAULT_MAX_MESSAGE_BYTES,
-        "largest WebSocket frame accepted (tarballs too)",
-        "max_message_bytes",
-    ),
-    (
-        "--header-timeout",
-        float,
-        defaults.DEFAULT_HEADER_TIMEOUT_SECONDS,
-        "seconds a client may take to send a request's headers",
-        "header_timeout_seconds",
-    ),
-    (
-        "--keep-alive-timeout",
-        float,
-        defaults.DEFAULT_KEEP_ALIVE_SECONDS,
-        "seconds an idle kept-alive HTTP connection stays open",
-        "keep_alive_seconds",
-    ),
-    (
-        "--idle-timeout",
-        float,
-        defaults.DEFAULT_IDLE_TIMEOUT_SECONDS,
-        "seconds a session may wait for the client",
-        "idle_timeout_seconds",
-    ),
-    (
-        "--session-timeout",
-        float,
-        defaults.DEFAULT_SESSION_TIMEOUT_SECONDS,
-        "seconds a whole session may last",
-        "session_timeout_seconds",
-    ),
-    (
-        "--keepalive-interval",
-        float,
-        defaults.DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
-        "seconds between the server's keep-alives: WebSocket pings, and Progress while it verifies a push",
-        "keepalive_interval_seconds",
-    ),
-    (
-        "--shutdown-grace",
-        float,
-        defaults.DEFAULT_SHUTDOWN_GRACE_SECONDS,
-        "seconds running sessions may take to finish after SIGTERM before they end with ShuttingDown",
-        "shutdown_grace_seconds",
-    ),
-    (
-        "--ready-timeout",
-        float,
-        defaults.DEFAULT_READY_TIMEOUT_SECONDS,
-        "seconds GET /readyz waits for the store",
-        "ready_timeout_seconds",
-    ),
-    (
-        "--s3-connect-timeout",
-        float,
-        defaults.DEFAULT_S3_CONNECT_TIMEOUT,
-        "seconds to connect to S3",
-        "s3_connect_timeout",
-    ),
-    (
-        "--s3-read-timeout",
-        float,
-        defaults.DEFAULT_S3_READ_TIMEOUT,
-        "seconds S3 may send nothing before a call's attempt fails",
-        "s3_read_timeout",
-    ),
-    ("--s3-attempts", int, defaults.DEFAULT_S3_ATTEMPTS, "attempts of one S3 call (backoff between)", "s3_attempts"),
-    (
-        "--peer-ttl",
-        float,
-        defaults.DEFAULT_PEER_TTL_SECONDS,
-        "seconds a peer announcement (pull --announce) stays listed; a following session renews its own",
-        "peer_ttl_seconds",
-    ),
-    (
-        "--max-peers-listed",
-        int,
-        defaults.DEFAULT_MAX_PEERS_LISTED,
-        f"most live peers one pull plan lists (at most {MAX_PEERS})",
-        "max_peers_listed",
-    ),
-    (
-        "--follow-poll-min",
-        float,
-        defaults.DEFAULT_FOLLOW_POLL_MIN_SECONDS,
-        "pull --follow: seconds between reads of a followed head in the store right after it moved",
-        "follow_poll_min_seconds",
-    ),
-    (
-        "--follow-poll-max",
-        float,
-        defaults.DEFAULT_FOLLOW_POLL_MAX_SECONDS,
-        "pull --follow: longest interval between head reads (doubling while nothing changes); pushes "
-        "through another replica reach followers within it, pushes through this one at once",
-        "follow_poll_max_seconds",
-    ),
-    (
-        "--multipart-threshold",
-        _size,
-        defaults.DEFAULT_MULTIPART_THRESHOLD,
-        "objects larger than this are uploaded in parts (multipart: parallel, resumable part by part)",
-        "multipart_threshold",
-    ),
-    (
-        "--part-size",
-        _size,
-        defaults.DEFAULT_PART_SIZE,
-        "size of those parts, 5M..5G (grown for objects that would need more than 1024 parts)",
-        "part_size",
-    ),
-    (
-        "--error-log-rate",
-        float,
-        defaults.DEFAULT_ERROR_LOG_RATE,
-        "error log lines per second at most (bursts of 10 s worth); the rest are counted, not written",
-        "error_log_rate",
-    ),
-]
-#: Every serve flag may also come from the environment: --max-sessions from $SMART_TRANSFER_MAX_SESSIONS.
-ENV_PREFIX = "SMART_TRANSFER_"
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
-
-
-def _defaults_from_environment(parser: argparse.ArgumentParser) -> None:
-    """Each option's default from its ``SMART_TRANSFER_*`` variable when set (the command line wins).
-    A string default goes through the option's type like a command-line value, so a bad one is a
-    usage error naming the option."""
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        name = ENV_PREFIX + action.dest.upper()
-        action.help = f"{action.help or ''} [${name}]"
-        value = os.environ.get(name)
-        if value is None:
-            continue
-        if action.nargs == 0:  # a switch
-            lowered = value.strip().lower()
-            action.default = True if lowered in _TRUE else False if lowered in _FALSE else value
-        else:
-            action.default = value
+#: The settings gc and repack take: where the store is.
+STORE_SETTINGS = ("root", "s3_endpoint", "s3_bucket", "s3_prefix", "s3_region")
 
 
 def _register_serve(commands: Commands) -> None:
@@ -374,41 +113,7 @@ def _register_serve(commands: Commands) -> None:
         help="run the server",
         description="Serve dataset repositories on the embedded store or on S3.",
     )
-    serve.add_argument("--host", default=defaults.DEFAULT_HOST, help="address to bind")
-    serve.add_argument("--port", type=int, default=defaults.DEFAULT_PORT, help="port to bind (0: any free port)")
-    serve.add_argument("--public-url", default=None, help="URL clients reach the server at (default: http://HOST:PORT)")
-    _add_store_options(serve)
-    serve.add_argument(
-        "--s3-public-endpoint",
-        default=None,
-        help="S3 endpoint URL as clients reach it, for presigned URLs (default: --s3-endpoint)",
-    )
-    for flag, kind, default, text, _ in LIMITS:
-        serve.add_argument(flag, type=kind, default=default, help=text)
-    serve.add_argument(
-        "--tokens",
-        default=None,
-        metavar="FILE",
-        help="tokens file (see `token add`); without it access is anonymous, loopback only",
-    )
-    serve.add_argument(
-        "--allow-anonymous",
-        action="store_true",
-        help="serve without --tokens on a non-loopback address (anyone reaching it may write)",
-    )
-    serve.add_argument(
-        "--log-format",
-        choices=defaults.LOG_FORMATS,
-        default=defaults.DEFAULT_LOG_FORMAT,
-        help="access and error log lines on stderr: text, or one JSON object per line",
-    )
-    serve.add_argument(
-        "--forwarded-allow-ips",
-        default=defaults.DEFAULT_FORWARDED_ALLOW_IPS,
-        metavar="IPS",
-        help="comma-separated addresses (or *) of balancers whose X-Forwarded-For names the client",
-    )
-    _defaults_from_environment(serve)
+    add_settings(serve, ServerSettings, ENV_PREFIX)
     serve.set_defaults(handler=run_serve)
 
 
@@ -482,5 +187,5 @@ def register(commands: Commands) -> None:
         )
         parser.add_argument("--dry-run", action="store_true", help="only list what would be written and deleted")
         parser.add_argument("--json", action="store_true", help="print one JSON report")
-        _add_store_options(parser)
+        add_settings(parser, ServerSettings, None, only=STORE_SETTINGS)
         parser.set_defaults(handler=run_gc, repack=is_repack)

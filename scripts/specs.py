@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from settings_tables import README, rendered
 
 from smart_transfer.protocol import asyncapi
 from smart_transfer.server import openapi
@@ -35,6 +36,12 @@ def main(argv: list[str]) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")
+    readme = rendered(README.read_text())
+    if check and readme != README.read_text():
+        stale.append(README)
+    elif not check:
+        README.write_text(readme)
+        print("wrote the settings tables of README.md")
     for path in stale:
         print(f"{path.relative_to(ROOT)} differs from the code: run `make specs`", file=sys.stderr)
     return 1 if stale else 0

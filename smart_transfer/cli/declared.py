@@ -26,6 +26,7 @@ def _argument_type(declared: Declared) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(message) from None
 
     read.__name__ = declared.flag  # argparse names the type in some messages
+    read.declared = declared  # type: ignore[attr-defined]  # the bounds, for tests that walk every flag
     return read
 
 
@@ -41,7 +42,10 @@ def _help(declared: Declared, default: Any, env: str | None) -> str:
 
 
 def add_settings(
-    parser: argparse.ArgumentParser, settings_class: type, env_prefix: str | None, only: Collection[str] = ()
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    settings_class: type,
+    env_prefix: str | None,
+    only: Collection[str] = (),
 ) -> None:
     """One option per declared setting of ``settings_class`` (or of the fields named in ``only``)."""
     for name, default, declared in declarations(settings_class):
@@ -97,3 +101,22 @@ def settings_from(
         return settings_class(**{**values, **fixed})
     except (SettingError, ValueError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def add_bounded(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *flags: str,
+    default: Any,
+    help: str,
+    parse: Callable[[str], Any],
+    minimum: float | None = None,
+    maximum: float | None = None,
+    unit: str = "",
+    metavar: str | None = None,
+) -> None:
+    """A numeric option of one command (not a setting of a settings class) with the same bounds, help and
+    one-line errors as the declared ones."""
+    declared = Declared(flags[-1], help, parse, minimum, maximum, unit=unit, metavar=metavar)
+    declared.check(default)
+    text = _help(declared, default, None)
+    parser.add_argument(*flags, type=_argument_type(declared), default=default, metavar=metavar or "N", help=text)

@@ -13,24 +13,14 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from smart_transfer.client.flows.follow import Follower
-from smart_transfer.client.flows.moving import (
-    DEFAULT_PAGE_SIZE,
-    FlowOptions,
-    ProgressCallback,
-    ProgressUpdate,
-    TransferSummary,
-)
+from smart_transfer.client.flows.moving import FlowOptions, ProgressCallback, ProgressUpdate, TransferSummary
 from smart_transfer.client.flows.pull import follow as follow_flow
 from smart_transfer.client.flows.pull import pull as pull_flow
 from smart_transfer.client.flows.push import push as push_flow
-from smart_transfer.client.options import (
-    DEFAULT_ANSWER_TIMEOUT,
-    DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
-    DEFAULT_KEEPALIVE_INTERVAL,
-)
+from smart_transfer.client.options import DEFAULT_FOLLOW_RECONNECT_ATTEMPTS, PROTOCOLS, ClientOptions
 from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
 from smart_transfer.client.transports.base import Transport
 from smart_transfer.client.transports.smart import SmartTransport
@@ -47,13 +37,10 @@ from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.errors import TransferFailed
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeouts
-from smart_transfer.transfer.peers import DEFAULT_PEER_CHECK_AGE, PeerHealth
+from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
 
 log = logging.getLogger("smart_transfer.client")
-#: The two ways to talk to a server.
-PROTOCOLS = ("smart", "simple")
 #: Attempts when the server says it is busy, and the longest wait between them (seconds).
 BUSY_ATTEMPTS = 6
 MAX_BUSY_DELAY = 30.0
@@ -63,6 +50,7 @@ R = TypeVar("R")
 
 if TYPE_CHECKING:
     from smart_transfer.client.inspection.status import DatasetStatus
+    from smart_transfer.client.inspection.verify import VerifyReport
     from smart_transfer.reading.dataset import LocalDataset
 
 
@@ -71,52 +59,49 @@ class Client:
 
     def __init__(
         self,
-        workspace: Workspace,
+        workspace: Workspace | None,
+        options: ClientOptions | None = None,
         *,
         token: str | None = None,
-        parallel: int = DEFAULT_PARALLEL,
-        page_size: int = DEFAULT_PAGE_SIZE,
         progress: ProgressCallback | None = None,
-        limit_rate: int | None = None,
-        protocol: str = "smart",
-        fallback: bool = True,
         warn: Callable[[str], None] | None = None,
-        timeouts: Timeouts | None = None,
-        answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
-        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-        peers: bool = True,
-        peer_check_age: float = DEFAULT_PEER_CHECK_AGE,
-        large: LargeObjects | None = None,
+        transport: Transport | None = None,
+        **values: Any,
     ) -> None:
-        """``timeouts`` bound every object transfer (connect, no byte for ``read`` seconds, a total
-        by size, attempts); ``answer_timeout`` bounds every wait for the server's answer;
-        ``keepalive_interval`` is how often a session says it is alive while objects move; ``peers``:
-        fetch objects from the peers a pull plan lists before storage (verified, never trusted), with
-        their connectivity results kept ``peer_check_age`` seconds; ``large``: how large objects move
-        (ranged downloads above a threshold, ranges or parts in flight)."""
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
-        if parallel < 1 or page_size < 1:
-            raise ValueError("parallel and page_size must be at least 1")
-        if answer_timeout <= 0 or keepalive_interval <= 0:
-            raise ValueError("answer_timeout and keepalive_interval must be positive")
-        self.workspace = workspace
+        """``options``: every bound (parallelism, timeouts, protocol, large objects, peers; see
+        ``ClientOptions``); ``values``: the same as keywords, on top of ``options`` (``parallel=4``).
+        ``transport``: the transport every operation uses (default: the smart protocol with a fallback to
+        the simple one, or the one ``options.protocol`` names), so a caller or a test can inject one.
+        A bound out of range raises ``SettingError`` (a ValueError) naming it. ``workspace`` None: a
+        client for the server-side calls only (``list_datasets``)."""
+        self._workspace = workspace
+        self.settings = (options or ClientOptions()).with_values(**values)
         self.token = token
-        self.protocol = protocol
-        self.fallback = fallback
         self.warn = warn or log.warning
-        self.answer_timeout = answer_timeout
-        limiter = RateLimiter(limit_rate) if limit_rate else None
+        self.transport = transport
+        settings = self.settings
         self.options = FlowOptions(
-            parallel=parallel,
-            page_size=page_size,
-            limiter=limiter,
+            parallel=settings.parallel,
+            page_size=settings.page_size,
+            limiter=RateLimiter(settings.limit_rate) if settings.limit_rate else None,
             progress=progress,
-            timeouts=(timeouts or Timeouts()).limited(limit_rate, parallel),
-            keepalive_interval=keepalive_interval,
-            peer_health=PeerHealth(peer_check_age) if peers else None,
-            large=large or LargeObjects(),
+            timeouts=settings.timeouts,
+            keepalive_interval=settings.keepalive_interval,
+            peer_health=PeerHealth(settings.peer_check_age) if settings.peers else None,
+            large=settings.large,
         )
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace this client pulls into and pushes from."""
+        if self._workspace is None:
+            raise LocalError(ErrorCode.INVALID_REQUEST, "this client was made without a workspace")
+        return self._workspace
+
+    @property
+    def protocol(self) -> str:
+        """The protocol operations use: the injected transport's, else the options'."""
+        return self.transport.name if self.transport is not None else self.settings.protocol
 
     async def pull(
         self, url: str, as_name: str | None = None, force: bool = False, announce: str | None = None
@@ -222,14 +207,14 @@ class Client:
         remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
         with sdk_errors():
             dataset = self.workspace.dataset(name)
-        return await retry_when_busy(lambda: dataset_status(dataset, remote, self.token), self.warn)
+        return await retry_when_busy(lambda: dataset_status(dataset, remote, self.token, self.settings), self.warn)
 
     async def list_datasets(self, server_url: str) -> list[DatasetInfo]:
         """The datasets of the server at ``server_url`` the token may read, each described."""
         from smart_transfer.client.inspection.status import list_datasets
 
         server = RemoteServer.parse(server_url)
-        return await retry_when_busy(lambda: list_datasets(server, self.token), self.warn)
+        return await retry_when_busy(lambda: list_datasets(server, self.token, self.settings), self.warn)
 
     def dataset(self, name: str) -> LocalDataset:
         """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""
@@ -237,32 +222,44 @@ class Client:
 
         return LocalDataset(self.workspace, name)
 
+    async def verify(self, name: str, url: str | None = None) -> VerifyReport:
+        """Re-check workspace dataset ``name`` (chain rules, every block's and object's hash and size;
+        corrupt objects go to quarantine) and, given ``url`` (or its remote when ``url`` is "remote"),
+        say how it relates to the remote one."""
+        from smart_transfer.client.inspection.verify import compare_remote, verify_local
+
+        report, blocks = verify_local(self.workspace, name)  # local reads; the loop has nothing else to do
+        if url is not None:
+            await retry_when_busy(lambda: compare_remote(report, blocks, url, self.token, self.settings), self.warn)
+        return report
+
     async def _run(self, operation: Operation) -> TransferSummary:
         """The chosen protocol, waiting out Busy answers; when direct storage transfers fail for
         network reasons, the same operation again over the simple protocol through the server."""
-        parallel, timeouts = self.options.parallel, self.options.timeouts
+        if self.transport is not None:
+            return await self._when_not_busy(operation, self.transport)
 
         def simple(redirect: bool = True) -> Transport:
             from smart_transfer.client.transports.simple import SimpleTransport  # the HTTP stack loads on use
 
-            return SimpleTransport(
-                self.token, parallel, redirect, timeouts=timeouts, answer_timeout=self.answer_timeout
-            )
+            return SimpleTransport(self.token, self.settings, redirect)
 
-        if self.protocol == "simple":
+        if self.settings.protocol == "simple":
             return await self._when_not_busy(operation, simple())
         try:
             return await self._when_not_busy(operation, self._smart())
         except TransferFailed as exc:
             # a store that could not be reached may be reachable through the server; one that stopped
             # answering would keep the server waiting the same way, so that is reported at once
-            if not (exc.network and self.fallback):
+            if not (exc.network and self.settings.fallback):
                 raise
             self.warn(f"direct storage transfer failed ({exc}); falling back to the simple protocol via the server")
             return await self._when_not_busy(operation, simple(redirect=False))
 
-    def _smart(self) -> SmartTransport:
-        return SmartTransport(self.token, self.answer_timeout, self.options.timeouts.connect)
+    def _smart(self) -> Transport:
+        if self.transport is not None:
+            return self.transport
+        return SmartTransport(self.token, self.settings)
 
     async def _when_not_busy(self, operation: Operation, transport: Transport) -> TransferSummary:
         return await retry_when_busy(lambda: operation(transport), self.warn)
@@ -285,7 +282,9 @@ async def retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[
 
 
 __all__ = [
+    "PROTOCOLS",
     "Client",
+    "ClientOptions",
     "DivergedError",
     "InvalidUrl",
     "LocalError",

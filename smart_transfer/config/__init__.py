@@ -131,8 +131,6 @@ def markdown_table(settings_class: type, env_prefix: str | None, show: Callable[
     for _, default, declared in declarations(settings_class):
         env = environment_name(env_prefix, declared) if env_prefix and declared.from_environment else ""
         shown = "off" if declared.switch else ("none" if default is None else show(default))
-        text = declared.help.replace("|", "\\|")
-        rows.append(
-            f"| `{declared.flag}` | {shown} | {declared.range_text() or 'any'} | {f'`{env}`' if env else ''} | {text} |"
-        )
+        text, allowed = declared.help.replace("|", "\\|"), (declared.range_text() or "any").replace("|", "\\|")
+        rows.append(f"| `{declared.flag}` | {shown} | {allowed} | {f'`{env}`' if env else ''} | {text} |")
     return "\n".join(rows)

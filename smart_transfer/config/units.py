@@ -11,9 +11,10 @@ _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def size(text: str) -> int:
-    """``500K``, ``10M``, ``1.5MiB/s``, ``5T``, ``2048`` -> bytes (binary units); more than 0."""
+    """``500K``, ``10M``, ``1.5MiB/s``, ``5T``, ``2048`` -> bytes (binary units); never negative (the
+    setting's bounds say whether 0 is allowed)."""
     match = _SIZE.fullmatch(text.strip())
-    if match is None or float(match.group(1)) <= 0:
+    if match is None:
         raise ValueError(f"not a size: {text!r} (examples: 500K, 10M, 1G)")
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 

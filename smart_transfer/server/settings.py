@@ -45,7 +45,7 @@ MAX_PORT = 65535
 #: Access and error log lines: text or json (one object per line).
 LOG_FORMATS = ("text", "json")
 #: The common bounds of a wait in seconds, and of a count of things at once.
-_SECONDS: dict[str, Any] = {"parse": float, "minimum": 0.01, "maximum": 86400, "unit": "seconds"}
+_SECONDS: dict[str, Any] = {"parse": float, "minimum": 0.001, "maximum": 86400, "unit": "seconds"}
 _COUNT: dict[str, Any] = {"parse": int, "minimum": 1, "maximum": 1_000_000}
 #: Every serve setting may also come from the environment: --max-sessions from $SMART_TRANSFER_MAX_SESSIONS.
 ENV_PREFIX = "SMART_TRANSFER_"

@@ -97,7 +97,7 @@ class ObjectMover:
         objects' extra ranges or parts take slots from the same pool, see ``pieces.py``)."""
         self.negotiate = negotiate
         self.work = work
-        self.parallel = max(1, parallel)
+        self.parallel = parallel  # at least 1: ClientOptions checks it once, where it is given
         self.page_size = max(1, page_size)
         self.slots = slots or asyncio.Semaphore(self.parallel)
         self.result = MoveResult()

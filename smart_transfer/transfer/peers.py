@@ -30,8 +30,6 @@ from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlE
 if TYPE_CHECKING:  # the HTTP stack loads when objects move, not when a pull starts
     import aiohttp
 
-#: Seconds a connectivity result (good or bad) is reused before the peer is checked again.
-DEFAULT_PEER_CHECK_AGE = 30.0
 #: Times an object is asked of a busy peer (HTTP 429) before the next source is tried, and the first
 #: backoff between them in seconds (doubled each time, with jitter).
 PEER_BUSY_ATTEMPTS = 5
@@ -46,7 +44,7 @@ Fetch = Callable[[ObjectFile, HttpRequest], Awaitable[int]]
 class PeerHealth:
     """Connectivity results by peer URL, each with the time it was found."""
 
-    def __init__(self, max_age: float = DEFAULT_PEER_CHECK_AGE) -> None:
+    def __init__(self, max_age: float) -> None:
         self.max_age = max_age
         self._known: dict[str, tuple[bool, float]] = {}
 
@@ -100,7 +98,7 @@ class PeerFetcher:
         self.health = health
         self.peers = list(peers)
         self.fetch = fetch
-        self.parallel = max(1, parallel)
+        self.parallel = parallel  # at least 1: ClientOptions checks it once, where it is given
         self.report = PeerReport()
         self._failures: dict[str, int] = {}
 

@@ -65,16 +65,6 @@ def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> 
     return Workspace.open_existing(args.workspace or Workspace.default_root(), read_only=read_only)
 
 
-def rate(text: str) -> int:
-    """An argparse type: a rate such as ``500K`` or ``10M`` in bytes per second."""
-    from smart_transfer.config.units import size
-
-    try:
-        return size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def serve_until_stopped(serve: Callable[[], None]) -> int:
     """Run a server until it stops (Ctrl-C is a normal stop); an address it cannot have is one line."""
     from smart_transfer.cli.exits import CliError

@@ -15,12 +15,15 @@ from smart_transfer.cli.commands.common import (
     existing_workspace,
     print_json,
 )
+from smart_transfer.cli.declared import add_bounded
 
 if TYPE_CHECKING:
     from smart_transfer.reading.dataset import Range
 
 #: Records ``tail`` shows unless ``-n`` says otherwise.
 DEFAULT_TAIL_RECORDS = 20
+#: Most records `tail` prints (its rows are held in memory).
+MAX_TAIL_RECORDS = 1_000_000
 #: Characters of one value ``tail`` shows in its table (longer ones end with an ellipsis; --json shows all).
 TAIL_CELL_WIDTH = 40
 _RANGE = re.compile(r"(\d*)-(\d*)|(\d+)")
@@ -37,12 +40,6 @@ def parse_range(text: str) -> Range:
     if first is not None and last is not None and first > last:
         raise argparse.ArgumentTypeError(f"range {text!r} ends before it starts")
     return first, last
-
-
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"not a number of records: {text!r}")
-    return int(text)
 
 
 def _cell(value: Any) -> str:
@@ -102,8 +99,15 @@ def register(commands: Commands) -> None:
         "in progress.",
     )
     tail.add_argument("dataset", metavar="DATASET")
-    tail.add_argument(
-        "-n", "--records", type=_count, default=DEFAULT_TAIL_RECORDS, metavar="N", help="how many records"
+    add_bounded(
+        tail,
+        "-n",
+        "--records",
+        default=DEFAULT_TAIL_RECORDS,
+        help="how many records",
+        parse=int,
+        minimum=0,
+        maximum=MAX_TAIL_RECORDS,
     )
     tail.add_argument("--json", action="store_true", help="one JSON object per record")
     add_workspace_option(tail)

@@ -19,7 +19,10 @@ from smart_transfer.cli.commands.common import (
     warn,
 )
 from smart_transfer.cli.commands.data import print_table
+from smart_transfer.cli.commands.transfer import ANSWER_BOUNDS, client_options
+from smart_transfer.cli.declared import add_settings
 from smart_transfer.cli.exits import EXIT_REJECTED, CliError
+from smart_transfer.client.options import ClientOptions
 
 
 def run_remote_list(args: argparse.Namespace) -> int:
@@ -70,7 +73,8 @@ def run_status(args: argparse.Namespace) -> int:
     from smart_transfer.client.inspection.status import DIVERGED
 
     with existing_workspace(args, read_only=True) as workspace:
-        status = run(Client(workspace, token=token(args), warn=warn).status(args.dataset, args.url))
+        client = Client(workspace, client_options(args), token=token(args), warn=warn)
+        status = run(client.status(args.dataset, args.url))
     if args.json:
         print_json(status.to_dict())
     else:
@@ -83,12 +87,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    from smart_transfer.client.client import retry_when_busy
-    from smart_transfer.client.inspection.status import list_datasets
-    from smart_transfer.client.remote import RemoteServer
+    from smart_transfer.client.client import Client
 
-    server, secret = RemoteServer.parse(args.url), token(args)
-    datasets = run(retry_when_busy(lambda: list_datasets(server, secret), warn))
+    datasets = run(Client(None, client_options(args), token=token(args), warn=warn).list_datasets(args.url))
     if args.json:
         print_json([info.model_dump(mode="json", exclude={"block"}) for info in datasets])
         return 0
@@ -146,6 +147,7 @@ def register(commands: Commands) -> None:
     status.add_argument("url", metavar="URL", nargs="?", default=None, help="default: the dataset's remote")
     add_token_option(status)
     status.add_argument("--json", action="store_true", help="print one JSON object")
+    add_settings(status, ClientOptions, None, only=ANSWER_BOUNDS)
     add_workspace_option(status)
     status.set_defaults(handler=run_status)
 
@@ -158,4 +160,5 @@ def register(commands: Commands) -> None:
     ls.add_argument("url", metavar="URL", help="http(s)://HOST:PORT[/PREFIX] of the server")
     add_token_option(ls)
     ls.add_argument("--json", action="store_true", help="print a JSON array")
+    add_settings(ls, ClientOptions, None, only=ANSWER_BOUNDS)
     ls.set_defaults(handler=run_ls)

@@ -7,18 +7,10 @@ import argparse
 from pathlib import Path
 
 from smart_transfer.cli.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
-from smart_transfer.cli.declared import add_settings, settings_from
+from smart_transfer.cli.declared import add_bounded, add_settings, settings_from
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
+from smart_transfer.config.units import duration
 from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
-
-
-def _duration(text: str) -> float:
-    from smart_transfer.config.units import duration
-
-    try:
-        return duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -182,8 +174,16 @@ def register(commands: Commands) -> None:
         "that stays holds it.",
     )
     for parser, is_repack in ((gc, False), (repack, True)):
-        parser.add_argument(
-            "--grace", type=_duration, default=3600.0, help="minimum age, e.g. 30m, 1h, 2d (or seconds)"
+        add_bounded(
+            parser,
+            "--grace",
+            default=3600.0,
+            help="minimum age, e.g. 30m, 1h, 2d (or seconds)",
+            parse=duration,
+            minimum=0,
+            maximum=10 * 365 * 86400,
+            unit="seconds",
+            metavar="DURATION",
         )
         parser.add_argument("--dry-run", action="store_true", help="only list what would be written and deleted")
         parser.add_argument("--json", action="store_true", help="print one JSON report")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from smart_transfer.cli.commands.common import (
     Commands,
@@ -15,68 +14,30 @@ from smart_transfer.cli.commands.common import (
     existing_workspace,
     open_workspace,
     print_json,
-    rate,
     run,
     token,
     warn,
 )
+from smart_transfer.cli.declared import add_settings, settings_from
 from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
-from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL
-from smart_transfer.transfer import limits
+from smart_transfer.client.options import ClientOptions
+from smart_transfer.config import declarations
 
 if TYPE_CHECKING:
     from smart_transfer.client.client import Client
     from smart_transfer.client.flows.moving import ProgressCallback, TransferSummary
     from smart_transfer.repo import Workspace
 
-PROTOCOLS = ("smart", "simple")
+#: The options of pull and push, by group in --help (the rest: ClientOptions' own order).
+LARGE_OBJECTS = ("parallel_parts", "range_threshold", "range_size")
+BOUNDS = ("connect_timeout", "read_timeout", "attempts", "min_rate", "answer_timeout", "keepalive_interval")
+#: The bounds of the commands that only ask the server (status, ls, verify).
+ANSWER_BOUNDS = ("connect_timeout", "answer_timeout")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
-    return value
-
-
-def _attempts(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"not a number of attempts (1 or more): {text!r}")
-    return int(text)
-
-
-#: The bounds of every wait of pull and push: (flag, type, default, help).
-BOUNDS: list[tuple[str, Callable[[str], object], object, str]] = [
-    ("--connect-timeout", _seconds, limits.DEFAULT_CONNECT_TIMEOUT, "seconds to open a connection"),
-    (
-        "--read-timeout",
-        _seconds,
-        limits.DEFAULT_READ_TIMEOUT,
-        "seconds storage may send nothing before a transfer attempt counts as stalled",
-    ),
-    ("--attempts", _attempts, limits.DEFAULT_ATTEMPTS, "attempts per object (stalls, network errors, 5xx)"),
-    (
-        "--min-rate",
-        rate,
-        limits.DEFAULT_MIN_RATE,
-        "slowest rate an object may move at: one attempt lasts at most the two timeouts + size / this rate",
-    ),
-    (
-        "--answer-timeout",
-        _seconds,
-        DEFAULT_ANSWER_TIMEOUT,
-        "seconds to wait for any one answer of the server (its keep-alives reset it)",
-    ),
-    (
-        "--keepalive-interval",
-        _seconds,
-        DEFAULT_KEEPALIVE_INTERVAL,
-        "seconds between the keep-alives the client sends while objects move",
-    ),
-]
+def client_options(args: argparse.Namespace, **fixed: Any) -> ClientOptions:
+    """The options the command line gives (the rest: their defaults), checked (exit 2 when out of range)."""
+    return settings_from(args, ClientOptions, None, **fixed)
 
 
 def report(summary: TransferSummary, as_json: bool) -> None:
@@ -98,25 +59,9 @@ def report(summary: TransferSummary, as_json: bool) -> None:
 
 def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallback | None) -> Client:
     from smart_transfer.client.client import Client
-    from smart_transfer.transfer.limits import LargeObjects, Timeouts
 
-    if args.parallel < 1 or args.parallel_parts < 1:
-        raise CliError("--parallel and --parallel-parts must be at least 1", EXIT_USAGE)
-    return Client(
-        workspace,
-        token=token(args),
-        parallel=args.parallel,
-        progress=bar,
-        limit_rate=args.limit_rate,
-        protocol=args.protocol,
-        fallback=not args.no_fallback,
-        warn=warn,
-        timeouts=Timeouts(args.connect_timeout, args.read_timeout, args.attempts, args.min_rate),
-        answer_timeout=args.answer_timeout,
-        keepalive_interval=args.keepalive_interval,
-        peers=not getattr(args, "no_peers", False),
-        large=LargeObjects(args.range_threshold, args.range_size, args.parallel_parts),
-    )
+    options = client_options(args, fallback=not args.no_fallback, peers=not getattr(args, "no_peers", False))
+    return Client(workspace, options, token=token(args), progress=bar, warn=warn)
 
 
 def run_transfer(args: argparse.Namespace) -> int:
@@ -173,12 +118,12 @@ def run_follow(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from smart_transfer.client.inspection.verify import compare_remote, print_report, verify_local
+    from smart_transfer.client.client import Client
+    from smart_transfer.client.inspection.verify import print_report
 
+    options = client_options(args)
     with existing_workspace(args) as workspace:
-        report_, blocks = verify_local(workspace, args.dataset)
-        if args.url:
-            run(compare_remote(report_, blocks, workspace, args.url, token(args)))
+        report_ = run(Client(workspace, options, token=token(args), warn=warn).verify(args.dataset, args.url))
     if args.json:
         print_json(report_.to_dict())
     else:
@@ -190,48 +135,18 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> None:
     parser.add_argument("--force", action="store_true", help=force_help)
-    parser.add_argument("--parallel", type=int, default=limits.DEFAULT_PARALLEL, help="concurrent object transfers")
-    large = parser.add_argument_group("large objects")
-    large.add_argument(
-        "--parallel-parts",
-        type=int,
-        default=limits.DEFAULT_PARALLEL_PARTS,
-        help="ranges (pull) or parts (push) of one large object in flight at once, within --parallel",
-    )
-    large.add_argument(
-        "--range-threshold",
-        type=rate,
-        default=limits.DEFAULT_RANGE_THRESHOLD,
-        metavar="SIZE",
-        help="pull objects larger than this as parallel ranged GETs, resumable range by range (e.g. 64M)",
-    )
-    large.add_argument(
-        "--range-size", type=rate, default=limits.DEFAULT_RANGE_SIZE, metavar="SIZE", help="size of those ranges"
-    )
+    grouped = (*LARGE_OBJECTS, *BOUNDS)
+    ungrouped = [name for name, _, _ in declarations(ClientOptions) if name not in grouped]
+    add_settings(parser, ClientOptions, None, only=ungrouped)
+    add_settings(parser.add_argument_group("large objects"), ClientOptions, None, only=LARGE_OBJECTS)
     add_token_option(parser)
-    parser.add_argument(
-        "--limit-rate",
-        type=rate,
-        default=None,
-        metavar="RATE",
-        help="global bandwidth limit for object transfers, e.g. 500K or 10M (bytes/s; default: unlimited)",
-    )
     parser.add_argument("--json", action="store_true", help="print one JSON summary object instead of text")
-    parser.add_argument(
-        "--protocol",
-        choices=PROTOCOLS,
-        default="smart",
-        help="smart: one WebSocket session, objects moved directly to/from storage; "
-        "simple: plain REST (one request per block)",
-    )
     parser.add_argument(
         "--no-fallback",
         action="store_true",
         help="fail instead of falling back to the simple protocol when storage is unreachable",
     )
-    bounds = parser.add_argument_group("bounds (every wait ends)")
-    for flag, kind, default, text in BOUNDS:
-        bounds.add_argument(flag, type=kind, default=default, help=text)
+    add_settings(parser.add_argument_group("bounds (every wait ends)"), ClientOptions, None, only=BOUNDS)
     add_workspace_option(parser)
 
 
@@ -298,5 +213,6 @@ def register(commands: Commands) -> None:
     verify.add_argument("url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET")
     add_token_option(verify)
     verify.add_argument("--json", action="store_true", help="print one JSON report")
+    add_settings(verify, ClientOptions, None, only=("parallel", *ANSWER_BOUNDS))
     add_workspace_option(verify)
     verify.set_defaults(handler=run_verify)

@@ -14,6 +14,7 @@ from smart_transfer.cli.commands.common import (
     print_json,
     print_rows,
 )
+from smart_transfer.cli.declared import add_bounded
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
 
 
@@ -26,7 +27,7 @@ def run_add(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise CliError(f"no such file: {path}")
     if args.records < 1:
-        raise CliError("--records must be at least 1", EXIT_USAGE)
+        raise CliError("--records must be at least 1", EXIT_USAGE)  # the parser refuses it first
     with open_workspace(args) as workspace:
         dataset = workspace.dataset(args.dataset)
         tip = dataset.tip()
@@ -106,13 +107,29 @@ def register(commands: Commands) -> None:
     )
     add.add_argument("dataset", metavar="DATASET")
     add.add_argument("files", metavar="FILE", nargs="+")
-    add.add_argument("--records", type=int, default=1, help="records each file holds (for the offset intervals)")
+    add_bounded(
+        add,
+        "--records",
+        default=1,
+        help="records each file holds (for the offset intervals)",
+        parse=int,
+        minimum=1,
+        maximum=2**53,
+    )
     add_workspace_option(add)
     add.set_defaults(handler=run_add)
 
     log = add_parser(commands, "log", help="print a dataset's chain, newest block first")
     log.add_argument("dataset", metavar="DATASET")
-    log.add_argument("--limit", type=int, default=None, help="show at most this many blocks (default: all)")
+    add_bounded(
+        log,
+        "--limit",
+        default=None,
+        help="show at most this many blocks (default: all)",
+        parse=int,
+        minimum=1,
+        maximum=2**53,
+    )
     log.add_argument("--json", action="store_true", help="one JSON object per block")
     add_workspace_option(log)
     log.set_defaults(handler=run_log)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL
+from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_PAGE_SIZE
 from smart_transfer.client.transports.base import PullChannel, PushChannel
 from smart_transfer.errors import SmartTransferError
 from smart_transfer.protocol.messages import ObjectFile
@@ -21,9 +21,6 @@ from smart_transfer.transfer.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
     import aiohttp
-
-#: Objects per negotiation page the client asks for (the server may allow fewer; 1000 by default).
-DEFAULT_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True)

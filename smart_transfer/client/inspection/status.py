@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass
 
+from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset, RemoteServer
 from smart_transfer.client.transports.simple import RestClient, RestSession
 from smart_transfer.errors import RemoteError
@@ -97,8 +98,11 @@ def _compare(status: DatasetStatus, dataset: DatasetRepository, tip: ChainTip | 
     status.local_only_blocks, status.remote_only_blocks = local_only, remote_only
 
 
-async def dataset_status(dataset: DatasetRepository, remote: RemoteDataset, token: str | None) -> DatasetStatus:
-    """Compare ``dataset`` (possibly not in the workspace yet) with ``remote`` in one request."""
+async def dataset_status(
+    dataset: DatasetRepository, remote: RemoteDataset, token: str | None, options: ClientOptions
+) -> DatasetStatus:
+    """Compare ``dataset`` (possibly not in the workspace yet) with ``remote`` in one request, bounded by
+    ``options`` (connect and answer timeouts)."""
     tip = await asyncio.to_thread(dataset.tip)
     status = DatasetStatus(
         dataset.name,
@@ -107,7 +111,7 @@ async def dataset_status(dataset: DatasetRepository, remote: RemoteDataset, toke
         tip.next_offset if tip is not None else 0,
         remote.url,
     )
-    async with make_session(1) as http:
+    async with make_session(1, options.answer_timeouts) as http:
         try:
             info = await RestClient(http, remote, token, redirect=True).describe(tip.head if tip else None)
         except RemoteError as exc:
@@ -121,10 +125,10 @@ async def dataset_status(dataset: DatasetRepository, remote: RemoteDataset, toke
     return status
 
 
-async def list_datasets(server: RemoteServer, token: str | None) -> list[DatasetInfo]:
+async def list_datasets(server: RemoteServer, token: str | None, options: ClientOptions) -> list[DatasetInfo]:
     """Every dataset of ``server`` the token may read, described (``GET /``, then ``GET /{dataset}``
     for each, LS_PARALLEL at a time). A dataset deleted between the two is left out."""
-    async with make_session(LS_PARALLEL) as http:
+    async with make_session(LS_PARALLEL, options.answer_timeouts) as http:
         names = (await RestSession(http, token).get_model(f"{server.base_url}/", ServerInfo)).datasets
         semaphore = asyncio.Semaphore(LS_PARALLEL)
 

@@ -10,7 +10,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 
 from smart_transfer.client.inspection.status import DIVERGED, REMOTE_MISSING, relation_of
-from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
+from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain
 from smart_transfer.client.transports.simple import RestClient
@@ -20,7 +20,7 @@ from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.storage.digest import digest_file
-from smart_transfer.transfer.http import Timeouts, make_session
+from smart_transfer.transfer.http import make_session
 
 
 @dataclass
@@ -109,7 +109,7 @@ def _stored_blocks(dataset: DatasetRepository, report: VerifyReport) -> dict[Mul
 
 
 async def compare_remote(
-    report: VerifyReport, blocks: list[NewBlock], workspace: Workspace, url: str, token: str | None
+    report: VerifyReport, blocks: list[NewBlock], url: str, token: str | None, options: ClientOptions
 ) -> None:
     """Fill in how the local chain relates to the remote one: walk back from the remote head (one
     REST request per block) to the first block the local chain has."""
@@ -117,7 +117,7 @@ async def compare_remote(
     report.remote = remote.url
     local_seq = {b.hash: b.block.sequence_number for b in blocks}
     local_tip_seq = len(blocks) - 1
-    async with make_session(4, Timeouts(read=DEFAULT_ANSWER_TIMEOUT)) as http:  # the server answers
+    async with make_session(options.parallel, options.answer_timeouts) as http:  # the server answers
         rest = RestClient(http, remote, token, redirect=True)
         head = await rest.head()
         report.remote_head = str(head) if head is not None else None

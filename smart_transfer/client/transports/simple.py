@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
+from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset, redact
 from smart_transfer.client.transports.base import (
     LocalChain,
@@ -34,7 +34,7 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPl
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
-from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
+from smart_transfer.transfer.http import Timeouts, make_session
 from smart_transfer.transfer.mover import Transfer
 
 #: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
@@ -238,28 +238,20 @@ class SimpleTransport(Transport):
 
     name = "simple"
 
-    def __init__(
-        self,
-        token: str | None = None,
-        parallel: int = DEFAULT_PARALLEL,
-        redirect: bool = True,
-        *,
-        timeouts: Timeouts | None = None,
-        answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
-    ) -> None:
+    def __init__(self, token: str | None = None, options: ClientOptions | None = None, redirect: bool = True) -> None:
+        """``options``: parallelism and bounds (see ``ClientOptions``)."""
         self.token = token
-        self.parallel = parallel
+        self.options = options or ClientOptions()
+        self.parallel = self.options.parallel
         self.redirect = redirect
-        self.timeouts = timeouts or Timeouts()
-        self.answer_timeout = answer_timeout
 
     def object_timeouts(self, timeouts: Timeouts) -> Timeouts:
         # objects go through the server, which answers an upload only once it stored it
-        return replace(timeouts, read=max(timeouts.read, self.answer_timeout))
+        return replace(timeouts, read=max(timeouts.read, self.options.answer_timeout))
 
     def _http(self) -> aiohttp.ClientSession:
         """REST calls wait for the server's answer (not storage's) up to the answer timeout."""
-        return make_session(self.parallel, self.object_timeouts(self.timeouts))
+        return make_session(self.parallel, self.options.answer_timeouts)  # objects too pass through the server
 
     @asynccontextmanager
     async def pull(self, remote: RemoteDataset) -> AsyncIterator[PullChannel]:

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
+from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import (
     LocalChain,
@@ -49,7 +49,6 @@ from smart_transfer.protocol.messages import (
 )
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
 from smart_transfer.transfer.errors import TransferFailed
-from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT
 from smart_transfer.transfer.mover import Transfer
 
 
@@ -174,15 +173,10 @@ class SmartTransport(Transport):
 
     name = "smart"
 
-    def __init__(
-        self,
-        token: str | None = None,
-        answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-    ) -> None:
+    def __init__(self, token: str | None = None, options: ClientOptions | None = None) -> None:
+        """``options``: the answer and connect timeouts of the session (see ``ClientOptions``)."""
         self.token = token
-        self.answer_timeout = answer_timeout
-        self.connect_timeout = connect_timeout
+        self.options = options or ClientOptions()
 
     @asynccontextmanager
     async def _session(self, remote: RemoteDataset, flow: str) -> AsyncIterator[ClientSession]:
@@ -190,8 +184,8 @@ class SmartTransport(Transport):
             remote.ws_url(flow),
             flow,
             self.token,
-            answer_timeout=self.answer_timeout,
-            connect_timeout=self.connect_timeout,
+            answer_timeout=self.options.answer_timeout,
+            connect_timeout=self.options.connect_timeout,
         )
         try:
             yield session

@@ -7,11 +7,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import smart_transfer
 from smart_transfer.cli.commands import data, ingest, peer, remotes, server, transfer, workspace
 from smart_transfer.cli.commands.common import Parser
 from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+
+if TYPE_CHECKING:
+    from smart_transfer.errors import SmartTransferError
 
 # Start-up time is part of every command: this module and the parser it builds import nothing heavy
 # (no pydantic, aiohttp, boto3 or pyarrow); each command imports what it uses when it runs.
@@ -44,22 +48,35 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
         return 130, "interrupted"
     # only a failure pays for these imports (the command that raised has loaded them already)
     from smart_transfer.errors import SmartTransferError
-    from smart_transfer.model import InvalidDatasetName, ModelError
-    from smart_transfer.protocol.errors import REJECTIONS, ErrorCode
-    from smart_transfer.repo import HeadMoved, RepositoryError
-    from smart_transfer.storage import StorageError
     from smart_transfer.transfer.errors import TransferFailed, TransferRefused
 
-    #: codes that mean the command line itself was wrong when this side found them
-    usage_codes = {ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_DATASET_NAME}
     if isinstance(exc, SmartTransferError):
-        if exc.rejected:
-            return EXIT_REJECTED, str(exc)
-        return (EXIT_USAGE if not exc.remote and exc.code in usage_codes else EXIT_ERROR), str(exc)
+        return _sdk_exit(exc), str(exc)
     if isinstance(exc, TransferRefused):
+        from smart_transfer.protocol.errors import REJECTIONS
+
         return (EXIT_REJECTED if exc.code in REJECTIONS else EXIT_ERROR), f"transfer refused: {exc}"
     if isinstance(exc, TransferFailed):
         return EXIT_ERROR, f"transfer failed: {exc}"
+    return _lower_exit(exc)
+
+
+def _sdk_exit(exc: SmartTransferError) -> int:
+    from smart_transfer.protocol.errors import ErrorCode
+
+    if exc.rejected:
+        return EXIT_REJECTED
+    #: codes that mean the command line itself was wrong when this side found them
+    usage = not exc.remote and exc.code in (ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_DATASET_NAME)
+    return EXIT_USAGE if usage else EXIT_ERROR
+
+
+def _lower_exit(exc: BaseException) -> tuple[int, str]:
+    """The exit of an error a lower layer raised past the SDK (the workspace's, the store's)."""
+    from smart_transfer.model import InvalidDatasetName, ModelError
+    from smart_transfer.repo import HeadMoved, RepositoryError
+    from smart_transfer.storage import StorageError
+
     if isinstance(exc, HeadMoved):
         return EXIT_REJECTED, str(exc)
     if isinstance(exc, InvalidDatasetName):

@@ -59,11 +59,13 @@ class Declared:
             return
         if self.choices and value not in self.choices:
             raise SettingError(f"{self.flag} must be {self.range_text()}, not {value!r}")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            too_low = self.minimum is not None and value < self.minimum
-            too_high = self.maximum is not None and value > self.maximum
-            if too_low or too_high or (isinstance(value, float) and not math.isfinite(value)):
-                raise SettingError(f"{self.flag} must be {self.range_text()}, not {_number(value)}")
+        if isinstance(value, int | float) and not isinstance(value, bool) and not self._within(value):
+            raise SettingError(f"{self.flag} must be {self.range_text()}, not {_number(value)}")
+
+    def _within(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
 
     def read(self, text: str) -> Any:
         """A command-line or environment text as this setting's value, checked (SettingError)."""

@@ -150,7 +150,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser, force_help: str) -> N
     add_workspace_option(parser)
 
 
-def register(commands: Commands) -> None:
+def _register_pull(commands: Commands) -> None:
     pull = add_parser(
         commands,
         "pull",
@@ -185,6 +185,9 @@ def register(commands: Commands) -> None:
     _add_transfer_options(pull, "replace the local history when it diverged from the remote one (same Seed only)")
     pull.set_defaults(handler=run_transfer)
 
+
+def register(commands: Commands) -> None:
+    _register_pull(commands)
     push = add_parser(
         commands,
         "push",

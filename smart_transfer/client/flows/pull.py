@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.slot import install_latest
+from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
@@ -24,16 +25,12 @@ from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolE
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.sync.attach import attach, known_blocks
+from smart_transfer.sync.attach import attach
 from smart_transfer.transfer.limits import INLINE_WRITE_BYTES, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.mover import Transfer
 
 if TYPE_CHECKING:
     import aiohttp
-
-
-def local_chain(dataset: DatasetRepository, tip: ChainTip | None) -> LocalChain:
-    return LocalChain(tip, known_blocks(dataset, tip), dataset.on_chain)
 
 
 def _diverged(name: str) -> DivergedError:

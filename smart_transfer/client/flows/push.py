@@ -9,8 +9,8 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
-from smart_transfer.client.flows.pull import local_chain
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, Transport, UploadTerms
 from smart_transfer.errors import DivergedError, SmartTransferError

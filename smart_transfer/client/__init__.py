@@ -19,11 +19,13 @@ if TYPE_CHECKING:
         TransferFailed,
         TransferSummary,
     )
+    from smart_transfer.client.options import ClientOptions
     from smart_transfer.client.sync_client import SyncClient
     from smart_transfer.reading.dataset import LocalDataset, open_dataset
 
 _WHERE = {  # name -> module that defines it
     "Client": "smart_transfer.client.client",
+    "ClientOptions": "smart_transfer.client.options",
     "DivergedError": "smart_transfer.client.client",
     "InvalidUrl": "smart_transfer.client.client",
     "LocalError": "smart_transfer.client.client",
@@ -38,6 +40,7 @@ _WHERE = {  # name -> module that defines it
 }
 __all__ = [
     "Client",
+    "ClientOptions",
     "DivergedError",
     "InvalidUrl",
     "LocalDataset",

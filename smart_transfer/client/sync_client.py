@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from smart_transfer.client.client import Client, TransferSummary
 from smart_transfer.client.inspection.status import DatasetStatus
+from smart_transfer.client.options import ClientOptions
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 
@@ -15,18 +17,26 @@ if TYPE_CHECKING:
     from smart_transfer.reading.dataset import LocalDataset
 
 
+_OPTION_FIELDS = {field.name for field in dataclasses.fields(ClientOptions)}
+
+
 class SyncClient:
     """``SyncClient(workspace_dir).pull(url)`` / ``.push(name, url)`` / ``.dataset(name).to_pandas()``;
     same options as ``Client``."""
 
-    def __init__(self, workspace: Workspace | Path | str | None = None, **options: Any) -> None:
-        """``workspace``: an open Workspace (left open on close), or a directory to open."""
+    def __init__(
+        self, workspace: Workspace | Path | str | None = None, options: ClientOptions | None = None, **values: Any
+    ) -> None:
+        """``workspace``: an open Workspace (left open on close), or a directory to open; ``options`` and
+        ``values``: as ``Client`` takes them (checked before the workspace is opened)."""
+        settings = {name: values.pop(name) for name in list(values) if name in _OPTION_FIELDS}
+        options = (options or ClientOptions()).with_values(**settings)
         self._owns_workspace = not isinstance(workspace, Workspace)
         if isinstance(workspace, Workspace):
             self.workspace = workspace
         else:
             self.workspace = Workspace(Path(workspace) if workspace is not None else Workspace.default_root())
-        self._client = Client(self.workspace, **options)
+        self._client = Client(self.workspace, options, **values)
 
     def pull(
         self, url: str, as_name: str | None = None, force: bool = False, announce: str | None = None

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from smart_transfer.client import DivergedError, ProgressUpdate, RemoteError, SyncClient
+from smart_transfer.client import ClientOptions, DivergedError, ProgressUpdate, RemoteError, SyncClient
+from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.client.transports.simple import SimpleTransport
+from smart_transfer.config import SettingError
 from smart_transfer.protocol.errors import ErrorCode
 from tests.conftest import ServerProcess, make_files, run_cli
 
@@ -39,3 +43,38 @@ def test_sdk_errors_are_typed(local_server: ServerProcess, tmp_path: Path) -> No
         client.push("fork", f"{local_server.url}/fork")
     with SyncClient(b) as client, pytest.raises(DivergedError):
         client.push("fork", f"{local_server.url}/fork")
+
+
+class CountingTransport(SimpleTransport):
+    """The simple transport, counting the sessions it opens: a caller's own transport, injected."""
+
+    def __init__(self, options: ClientOptions) -> None:
+        super().__init__(None, options)
+        self.opened = 0
+
+    def pull(self, remote: RemoteDataset) -> Any:
+        self.opened += 1
+        return super().pull(remote)
+
+    def push(self, remote: RemoteDataset) -> Any:
+        self.opened += 1
+        return super().push(remote)
+
+
+def test_a_client_runs_every_operation_over_an_injected_transport(local_server: ServerProcess, tmp_path: Path) -> None:
+    run_cli("add", "injected", *map(str, make_files(tmp_path / "in", 3, 100)), workspace=tmp_path / "a")
+    options = ClientOptions(parallel=2, answer_timeout=30)
+    transport = CountingTransport(options)
+    with SyncClient(tmp_path / "a", options, transport=transport) as client:
+        pushed = client.push("injected", f"{local_server.url}/injected")
+    with SyncClient(tmp_path / "b", options, transport=transport) as client:
+        pulled = client.pull(f"{local_server.url}/injected")
+    assert (pushed.protocol, pulled.protocol) == ("simple", "simple")  # the options say smart
+    assert transport.opened == 2 and pulled.new_head == pushed.new_head
+
+
+def test_client_options_refuse_values_out_of_range_naming_the_option() -> None:
+    with pytest.raises(SettingError, match=r"--parallel must be 1\.\.1024, not 0"):
+        ClientOptions(parallel=0)
+    with pytest.raises(ValueError, match="--answer-timeout"):
+        SyncClient(None, answer_timeout=-1)

@@ -10,6 +10,7 @@ from typing import Any
 
 from smart_transfer.config import SettingError, check_settings, setting
 from smart_transfer.config.units import size
+from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE
 from smart_transfer.transfer.limits import (
     DEFAULT_ATTEMPTS,
     DEFAULT_CONNECT_TIMEOUT,
@@ -33,8 +34,6 @@ DEFAULT_KEEPALIVE_INTERVAL = 5.0
 #: before following gives up; each is resumed with a normal pull after a backoff from 1 s, doubling,
 #: at most 30 s apart. An update received resets the count.
 DEFAULT_FOLLOW_RECONNECT_ATTEMPTS = 10
-#: Objects per negotiation page the client asks for (the server may allow fewer).
-DEFAULT_PAGE_SIZE = 1000
 #: Seconds a peer's connectivity result (good or bad) is reused.
 DEFAULT_PEER_CHECK_AGE = 30.0
 #: The two ways to talk to a server.
@@ -93,7 +92,7 @@ class ClientOptions:
         metavar="RATE",
     )
     page_size: int = setting(
-        DEFAULT_PAGE_SIZE,
+        DEFAULT_OBJECTS_PER_PAGE,
         "--page-size",
         "objects per URL negotiation page the client asks for (the server may allow fewer)",
         parse=int,

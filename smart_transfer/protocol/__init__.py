@@ -8,3 +8,18 @@ SUBPROTOCOL = "odf.smart-transfer-protocol.v1"
 #: Most peers one pull plan may list (the server's ``--max-peers-listed`` is at most this). Here, not in
 #: ``messages``, so that ``serve --help`` can say it without loading the message models.
 MAX_PEERS = 64
+#: Objects one URL negotiation page names by default: the server's ``--max-objects-per-page``, the
+#: client's ``--page-size``, and the pages of the simple protocol.
+DEFAULT_OBJECTS_PER_PAGE = 1000
+
+
+def authorization(token: str | None) -> dict[str, str]:
+    """The request headers that carry a bearer token (none without one): every client request's."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; None when absent or of another scheme."""
+    if not header or not header.lower().startswith("bearer "):
+        return None
+    return header[7:].strip() or None

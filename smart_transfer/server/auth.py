@@ -19,6 +19,8 @@ from pathlib import Path
 
 import orjson
 
+from smart_transfer.protocol import bearer_token
+
 #: Bytes of randomness in a new token (printed as 43 URL-safe characters).
 TOKEN_BYTES = 32
 #: What every generated token starts with.
@@ -128,9 +130,10 @@ class Authorizer:
         """The grant of the bearer token in an Authorization header (None: anonymous allowed)."""
         if self.anonymous:
             return None
-        if not authorization or not authorization.lower().startswith("bearer "):
+        token = bearer_token(authorization)
+        if token is None:
             raise AuthError(401, "a bearer token is required (Authorization: Bearer <token>)")
-        digest = hash_token(authorization[7:].strip())
+        digest = hash_token(token)
         for grant in self.current():
             if hmac.compare_digest(grant.sha256, digest):
                 return grant

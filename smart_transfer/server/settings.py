@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from smart_transfer.config import SettingError, check_settings, setting
 from smart_transfer.config.units import size as parse_size
-from smart_transfer.protocol import MAX_PEERS
+from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, MAX_PEERS
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
 from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS, MAX_URL_TTL_SECONDS
 from smart_transfer.storage.parts import (
@@ -142,7 +142,7 @@ class ServerSettings:
         unit="bytes",
     )
     max_objects_per_page: int = setting(
-        1000, "--max-objects-per-page", "most objects one negotiation page may name", **_COUNT
+        DEFAULT_OBJECTS_PER_PAGE, "--max-objects-per-page", "most objects one negotiation page may name", **_COUNT
     )
     max_message_bytes: int = setting(
         64 * 1024 * 1024,

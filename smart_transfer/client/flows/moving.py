@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_PAGE_SIZE
+from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.transports.base import PullChannel, PushChannel
 from smart_transfer.errors import SmartTransferError
+from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE
 from smart_transfer.protocol.messages import ObjectFile
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeouts
 from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
@@ -42,7 +43,7 @@ class FlowOptions:
     """How a flow moves objects."""
 
     parallel: int = DEFAULT_PARALLEL
-    page_size: int = DEFAULT_PAGE_SIZE
+    page_size: int = DEFAULT_OBJECTS_PER_PAGE
     limiter: RateLimiter | None = None
     progress: ProgressCallback | None = None
     #: Bounds of every object transfer (connect, read, total by size, attempts).

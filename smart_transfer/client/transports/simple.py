@@ -29,6 +29,7 @@ from smart_transfer.client.transports.base import (
 from smart_transfer.errors import LocalError, RemoteError, from_protocol
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.walk import walk_chain_async
+from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, authorization
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.protocol.rest import DatasetInfo
@@ -37,8 +38,6 @@ from smart_transfer.sync.bundle import Bundle, check_bundle
 from smart_transfer.transfer.http import Timeouts, make_session
 from smart_transfer.transfer.mover import Transfer
 
-#: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
-SIMPLE_PAGE_SIZE = 1000
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 _STATUS_CODES = {status: code for code, status in reversed(HTTP_STATUS.items())}
@@ -77,7 +76,7 @@ class RestSession:
 
     def __init__(self, http: aiohttp.ClientSession, token: str | None) -> None:
         self.http = http
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.headers = authorization(token)
 
     async def call(
         self,
@@ -183,7 +182,7 @@ class SimplePull(PullChannel):
             bundle = check_bundle(blocks, manifests)
         except ProtocolError as exc:
             raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
-        return PullStart(head, base, bundle, SIMPLE_PAGE_SIZE)
+        return PullStart(head, base, bundle, DEFAULT_OBJECTS_PER_PAGE)
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         return [(item, self.rest.object_request(item.kind, item.physical_hash, "GET")) for item in page]
@@ -213,7 +212,7 @@ class SimplePush(PushChannel):
 
         await in_parallel(bundle.blocks, put, self.parallel)
         # every object streams through the server in one request (which stores a large one in parts)
-        return UploadTerms(SIMPLE_PAGE_SIZE)
+        return UploadTerms(DEFAULT_OBJECTS_PER_PAGE)
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         answers: dict[tuple[str, str], Transfer | None] = {}

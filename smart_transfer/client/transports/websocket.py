@@ -14,7 +14,7 @@ from websockets.typing import Subprotocol
 from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.remote import redact
 from smart_transfer.errors import LocalError, RemoteError, SmartTransferError, from_protocol
-from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.protocol import SUBPROTOCOL, authorization
 from smart_transfer.protocol.connection import Connection, PeerError
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError
 from smart_transfer.protocol.flows import Sender
@@ -70,7 +70,7 @@ class ClientSession:
         answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> Self:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = authorization(token)
         try:
             socket = await connect(
                 ws_url,

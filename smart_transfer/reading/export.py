@@ -1,15 +1,11 @@
 """``export``: the selected records of a workspace dataset written as CSV, JSON lines or Parquet, in
 chain order, one slice at a time (memory holds one slice's selected rows, not the dataset). A file is
 written under a temporary name and renamed when complete, so a failed export leaves no partial file
-and does not touch an existing one."""
+and does not touch an existing one; devices and FIFOs are written in place (see ``output.py``)."""
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
-import secrets
-import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from decimal import Decimal
@@ -24,6 +20,7 @@ import pyarrow.parquet as pq
 from smart_transfer.errors import LocalError
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.reading.dataset import LocalDataset, Range, Selection
+from smart_transfer.reading.output import open_output
 
 FORMATS = ("csv", "jsonl", "parquet")
 #: The format a file name implies when none is given.
@@ -113,22 +110,8 @@ def export(
         raise LocalError(ErrorCode.INVALID_REQUEST, f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     selection = dataset.select(offsets=offsets, blocks=blocks)
     summary = ExportSummary(dataset.name, dataset.head, fmt, out, slices=len(selection.entries))
-    if out == "-":
-        _write(sys.stdout.buffer, fmt, dataset, selection, summary)
-        sys.stdout.buffer.flush()
-        return summary
-    target = Path(out)
-    if not target.parent.is_dir():
-        raise LocalError(ErrorCode.INVALID_REQUEST, f"cannot write {out}: no such directory {target.parent}")
-    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(temp, "wb") as sink:
-            _write(sink, fmt, dataset, selection, summary)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
+    with open_output(out) as sink:
+        _write(sink, fmt, dataset, selection, summary)
     return summary
 
 

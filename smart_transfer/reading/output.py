@@ -1,0 +1,112 @@
+"""Where a command writes a path the user named (``export``'s output, a profile file): the one rule
+every such command follows.
+
+- ``-`` is standard output.
+- A symlink is followed: what it points to is written (a dangling link creates its target); the link
+  itself is never replaced.
+- A regular file (or a new one) is written under a temporary name beside it and renamed over it when
+  complete, so a failed write leaves no partial file and the old content intact.
+- A character device (``/dev/null``, a terminal) or a FIFO is written in place, never replaced. A FIFO
+  that no process reads is refused at once instead of waiting for a reader.
+- Anything else (a directory, a block device, a socket) is refused.
+
+Every failure, a full device included, is an :class:`OutputError` (an OSError) naming the user's path,
+never the temporary file; nothing is left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+class OutputError(OSError):
+    """An output path that cannot be written; the message names the path as the user gave it."""
+
+
+def _refusal(path: str, reason: str) -> OutputError:
+    return OutputError(f"cannot write {path}: {reason}")
+
+
+def _failure(path: str, exc: OSError) -> OutputError:
+    return _refusal(path, exc.strerror or str(exc))
+
+
+@contextlib.contextmanager
+def open_output(path: str) -> Iterator[IO[bytes]]:
+    """A binary sink for ``path`` under the rule above; the output is complete (renamed into place, or
+    flushed to the device) when the block ends without an exception."""
+    if path == "-":
+        with _guarded(path):
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        return
+    try:
+        mode = os.stat(path).st_mode  # of what a link points to (/dev/stdout's pipe too)
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise _failure(path, exc) from None
+    if mode is None or stat.S_ISREG(mode):
+        with _replacing(path, Path(os.path.realpath(path))) as sink:  # a dangling link: its target
+            yield sink
+    elif stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        with _in_place(path, fifo=stat.S_ISFIFO(mode)) as sink:
+            yield sink
+    elif stat.S_ISDIR(mode):
+        raise _refusal(path, "it is a directory")
+    else:
+        raise _refusal(path, "it is neither a regular file, a character device nor a FIFO")
+
+
+@contextlib.contextmanager
+def _guarded(path: str) -> Iterator[None]:
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise _failure(path, exc) from None
+
+
+@contextlib.contextmanager
+def _replacing(path: str, target: Path) -> Iterator[IO[bytes]]:
+    if not target.parent.is_dir():
+        raise _refusal(path, f"no such directory {target.parent}")
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        created = open(temp, "xb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:  # /proc, /sys, a read-only mount: say where, not the temporary name
+        raise _refusal(path, f"cannot create a file in {target.parent} ({exc.strerror or exc})") from None
+    try:
+        with _guarded(path), created as sink:
+            yield sink
+            sink.flush()
+            os.fsync(sink.fileno())
+        with _guarded(path):
+            os.replace(temp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+
+
+@contextlib.contextmanager
+def _in_place(path: str, *, fifo: bool) -> Iterator[IO[bytes]]:
+    flags = os.O_WRONLY | (os.O_NONBLOCK if fifo else 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as exc:
+        if fifo and exc.errno == errno.ENXIO:
+            raise _refusal(path, "no process is reading this FIFO") from None
+        raise _failure(path, exc) from None
+    if fifo:
+        os.set_blocking(descriptor, True)  # a reader is there: writes may now wait for it
+    with _guarded(path), open(descriptor, "wb") as sink:
+        yield sink
+        sink.flush()

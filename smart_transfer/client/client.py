@@ -147,33 +147,30 @@ class Client:
                 self.warn,
             )
 
-        updates = await Follower(session, on_update, stop, self.warn, reconnect_attempts).run(name)
-        if updates:
-            self._remember(name, remote)
-        return updates
+        def first_update(summary: TransferSummary) -> None:
+            if not remembered:  # the first catch-up, as a plain pull does: `status` and `pull NAME` work now
+                self._remember(name, remote)
+                remembered.append(True)
+            on_update(summary)
+
+        remembered: list[bool] = []
+        return await Follower(session, first_update, stop, self.warn, reconnect_attempts).run(name)
 
     def _target(self, url: str, as_name: str | None) -> tuple[RemoteDataset, str]:
         """The remote dataset and the local name a pull of ``url`` (a URL or a dataset name) means."""
-        if is_url(url):
-            remote = RemoteDataset.parse(url)
-            return remote, as_name or remote.name
-        if as_name is not None:
-            raise InvalidUrl(f"{url!r} is not a URL: give a dataset URL with as_name (--as)")
-        try:
-            name = DatasetName(url)
-        except InvalidDatasetName:
-            raise InvalidUrl(
-                f"{redact(url)!r} is neither a dataset URL (http(s)://HOST[:PORT]/DATASET) nor a dataset name"
-            ) from None
-        return self.remote_of(name), name
+        remote, name = _parse_target(url, as_name)
+        return (remote if remote is not None else self.remote_of(name)), name
 
     def _announced(self, announce: str | None, name: str) -> str | None:
         """The dataset URL a ``peer serve`` at ``announce`` serves ``name`` at (smart protocol only)."""
-        if announce is None:
-            return None
-        if self.protocol != "smart":
-            raise LocalError(ErrorCode.INVALID_REQUEST, "announcing a peer needs the smart protocol")
-        return RemoteServer.parse(announce).dataset(name).url
+        return _announced_url(announce, name, self.protocol)
+
+    @staticmethod
+    def check_pull(url: str, as_name: str | None, announce: str | None, protocol: str) -> None:
+        """Refuse a pull its arguments already doom (a bad URL, name or peer URL; announcing over the
+        simple protocol) before anything is opened or created: the same checks ``pull`` makes."""
+        _, name = _parse_target(url, as_name)
+        _announced_url(announce, name, protocol)
 
     async def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Make the remote dataset's head the local head; ``url`` None: the dataset's remote. Raises
@@ -263,6 +260,30 @@ class Client:
 
     async def _when_not_busy(self, operation: Operation, transport: Transport) -> TransferSummary:
         return await retry_when_busy(lambda: operation(transport), self.warn)
+
+
+def _parse_target(url: str, as_name: str | None) -> tuple[RemoteDataset | None, str]:
+    """What ``pull URL|DATASET [--as NAME]`` names: the remote (None: the dataset's own remote) and the
+    local name."""
+    if is_url(url):
+        remote = RemoteDataset.parse(url)
+        return remote, str(DatasetName(as_name)) if as_name is not None else remote.name
+    if as_name is not None:
+        raise InvalidUrl(f"{url!r} is not a URL: give a dataset URL with as_name (--as)")
+    try:
+        return None, str(DatasetName(url))
+    except InvalidDatasetName:
+        raise InvalidUrl(
+            f"{redact(url)!r} is neither a dataset URL (http(s)://HOST[:PORT]/DATASET) nor a dataset name"
+        ) from None
+
+
+def _announced_url(announce: str | None, name: str, protocol: str) -> str | None:
+    if announce is None:
+        return None
+    if protocol != "smart":
+        raise LocalError(ErrorCode.INVALID_REQUEST, "announcing a peer needs the smart protocol")
+    return RemoteServer.parse(announce).dataset(name).url
 
 
 async def retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[[str], None]) -> R:

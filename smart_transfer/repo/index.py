@@ -6,6 +6,7 @@ directory), so it is a cache that makes reads O(1) round trips."""
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -24,20 +25,58 @@ def _key(dataset: str, tag: str, rest: bytes = b"") -> bytes:
     return dataset.encode() + b"\0" + tag.encode() + b"\0" + rest
 
 
+#: Seconds a command that writes the index waits for another process to release it before it says
+#: which process holds it (reading commands open it without the lock and never wait).
+INDEX_LOCK_WAIT_SECONDS = 10.0
+
+
+def lock_holder(lock_file: Path) -> str | None:
+    """Which process holds the POSIX lock on ``lock_file`` ("process 123 (smart-transfer pull ...)"),
+    from /proc/locks; None when no process does or it cannot be told."""
+    try:
+        inode = lock_file.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[5].rsplit(":", 1)[-1] == str(inode):
+            pid = fields[4]
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                command = ""
+            return f"process {pid}" + (f" ({command.strip()[:120]})" if command.strip() else "")
+    return None
+
+
+def _open_error(path: Path, exc: Exception, holder: str | None, waited: float) -> RepositoryError:
+    if holder is not None:
+        return RepositoryError(f"the index {path} is in use by {holder}; waited {waited:g} s for it (try again later)")
+    return RepositoryError(f"cannot open index {path}: {exc}")
+
+
 class RepositoryIndex:
     """One index for all datasets of a repository."""
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
-        #: Opened without the lock: sees the index as it was when opened, and writes fail.
+    def __init__(self, path: Path, *, read_only: bool = False, lock_wait: float = INDEX_LOCK_WAIT_SECONDS) -> None:
+        """``read_only``: opened without the lock, seeing the index as it was when opened (writes fail).
+        Otherwise the lock is waited for up to ``lock_wait`` seconds while another process holds it."""
         self.read_only = read_only
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
-        try:
-            access = AccessType.read_only() if read_only else AccessType.read_write()
-            self._db = Rdict(str(path), options, access_type=access)
-        except Exception as exc:  # rocksdict raises plain Exception on lock conflicts
-            raise RepositoryError(f"cannot open index {path}: {exc} (is another process using it?)") from None
+        access = AccessType.read_only() if read_only else AccessType.read_write()
+        deadline = time.monotonic() + lock_wait
+        while True:
+            try:
+                self._db = Rdict(str(path), options, access_type=access)
+                return
+            except Exception as exc:  # rocksdict raises plain Exception on lock conflicts
+                holder = lock_holder(path / "LOCK") if "lock" in str(exc).lower() else None
+                if holder is None or time.monotonic() >= deadline:
+                    raise _open_error(path, exc, holder, lock_wait) from None
+            time.sleep(0.1)
 
     def close(self) -> None:
         self._db.close()

@@ -57,21 +57,45 @@ def report(summary: TransferSummary, as_json: bool) -> None:
         )
 
 
-def _client(args: argparse.Namespace, workspace: Workspace, bar: ProgressCallback | None) -> Client:
+def _checked_options(args: argparse.Namespace) -> ClientOptions:
+    """The command's options and arguments, checked before the workspace is opened (or created): a
+    refused command leaves no trace."""
     from smart_transfer.client.client import Client
+    from smart_transfer.model import DatasetName
 
     options = client_options(args, fallback=not args.no_fallback, peers=not getattr(args, "no_peers", False))
+    if args.command == "pull":
+        if args.follow and options.protocol != "smart":
+            raise CliError(
+                "--follow needs the smart protocol (one WebSocket session); drop --protocol simple", EXIT_USAGE
+            )
+        Client.check_pull(args.url, args.as_name, args.announce, options.protocol)
+    else:
+        DatasetName(args.dataset)
+        if args.url is not None:
+            from smart_transfer.client.remote import RemoteDataset
+
+            RemoteDataset.parse(args.url)
+    return options
+
+
+def _client(
+    args: argparse.Namespace, options: ClientOptions, workspace: Workspace, bar: ProgressCallback | None
+) -> Client:
+    from smart_transfer.client.client import Client
+
     return Client(workspace, options, token=token(args), progress=bar, warn=warn)
 
 
 def run_transfer(args: argparse.Namespace) -> int:
     from smart_transfer.cli.progress import ProgressBar
 
+    options = _checked_options(args)
     if args.command == "pull" and args.follow:
-        return run_follow(args)
+        return run_follow(args, options)
     bar = ProgressBar() if not args.json else None
     with open_workspace(args) as workspace:
-        client = _client(args, workspace, bar)
+        client = _client(args, options, workspace, bar)
         try:
             if args.command == "pull":
                 pulling = client.pull(args.url, as_name=args.as_name, force=args.force, announce=args.announce)
@@ -85,11 +109,9 @@ def run_transfer(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_follow(args: argparse.Namespace) -> int:
+def run_follow(args: argparse.Namespace, options: ClientOptions) -> int:
     """``pull --follow``: one line per update (the first pull's too) until Ctrl-C, which ends the session
     cleanly after any increment in flight; a second Ctrl-C stops at once (nothing half-done is kept)."""
-    if args.protocol != "smart":
-        raise CliError("--follow needs the smart protocol (one WebSocket session); drop --protocol simple", EXIT_USAGE)
     import asyncio  # loaded here, not at start-up (see tests/unit/test_startup.py)
     import signal
 
@@ -111,7 +133,7 @@ def run_follow(args: argparse.Namespace) -> int:
         return await pulling
 
     with open_workspace(args) as workspace:
-        updates = asyncio.run(follow(_client(args, workspace, None)))
+        updates = asyncio.run(follow(_client(args, options, workspace, None)))
     if not args.json:
         print(f"stopped following after {updates} update(s)", flush=True)
     return 0
@@ -122,7 +144,7 @@ def run_verify(args: argparse.Namespace) -> int:
     from smart_transfer.client.inspection.verify import print_report
 
     options = client_options(args)
-    with existing_workspace(args) as workspace:
+    with existing_workspace(args, read_only=True) as workspace:  # quarantine moves files, never the index
         report_ = run(Client(workspace, options, token=token(args), warn=warn).verify(args.dataset, args.url))
     if args.json:
         print_json(report_.to_dict())

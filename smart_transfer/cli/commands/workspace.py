@@ -58,7 +58,7 @@ def _describe_event(data: bytes) -> tuple[int, str, str, dict[str, object]]:
 def run_log(args: argparse.Namespace) -> int:
     import orjson
 
-    with existing_workspace(args) as workspace:
+    with existing_workspace(args, read_only=True) as workspace:
         dataset = workspace.dataset(args.dataset)
         tip = dataset.require_tip()
         hashes = list(dataset.index.hashes_between(dataset.name, 0, tip.sequence_number))[::-1]
@@ -75,7 +75,7 @@ def run_log(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with existing_workspace(args) as workspace:
+    with existing_workspace(args, read_only=True) as workspace:
         rows = []
         for name in workspace.dataset_names():
             tip = workspace.dataset(name).tip()

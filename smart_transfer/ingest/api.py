@@ -20,7 +20,7 @@ from smart_transfer.checkpoint.files import CheckpointError, store_checkpoint
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.ingest.errors import IngestError, from_spark, spark_failure
 from smart_transfer.ingest.inputs import Input, fingerprint, resolve_inputs
-from smart_transfer.ingest.schema import OFFSET_FIELD, ChainState, chain_state, parse_ddl, schema_event
+from smart_transfer.ingest.schema import ChainState, chain_state, parse_ddl, schema_event
 from smart_transfer.ingest.state import SOURCE_PREFIX, IngestState, StateError, load_state
 from smart_transfer.model import AddData, Checkpoint, DataSlice, Event, ObjectRef, OffsetInterval
 from smart_transfer.repo import ObjectKind, RepositoryError, Workspace
@@ -180,15 +180,29 @@ def ingest(
             return ingest(opened, dataset, inputs, spark=spark, format=format, primary_key=primary_key, schema=schema)
     paths = [inputs] if isinstance(inputs, str | Path) else list(inputs)
     items = resolve_inputs(paths, format)
-    key = tuple(primary_key)
     repo = workspace.dataset(dataset)
+    return _ingest_into(workspace, repo, items, spark=spark, primary_key=tuple(primary_key), schema=schema)
+
+
+def _ingest_into(
+    workspace: Workspace,
+    repo: DatasetRepository,
+    items: list[Input],
+    *,
+    spark: Any,
+    primary_key: tuple[str, ...],
+    schema: str | None,
+) -> IngestResult:
+    """``ingest`` once the workspace is open and the inputs are found: what the chain continues from,
+    the inputs still to read (append mode skips those ingested before), then the job in a scratch
+    directory that is removed whatever happens."""
     tip = repo.tip()
     chain = chain_state(repo)
     previous_dir = _installed_checkpoint(workspace, repo, chain)
-    previous = _previous_state(previous_dir, key, repo.name)
+    previous = _previous_state(previous_dir, primary_key, repo.name)
     prints: list[bytes] = []
     skipped: list[Input] = []
-    if not key:
+    if not primary_key:
         items, prints, skipped = _new_inputs(items, previous_dir)
     result = IngestResult(repo.name, [i.path for i in items], 0, 0, str(tip.head) if tip else None, None, None)
     result.inputs_already_ingested = [i.path for i in skipped]
@@ -200,23 +214,36 @@ def ingest(
     try:
         spec = JobSpec(
             inputs=items,
-            primary_key=key,
+            primary_key=primary_key,
             user_schema=parse_ddl(schema) if schema is not None else None,
-            recorded=tuple(f for f in chain.schema.fields if f.name != OFFSET_FIELD.name) if chain.schema else None,
+            recorded=chain.columns,
             previous=previous,
             previous_dir=previous_dir,
             fingerprints=prints,
             next_offset=tip.next_offset if tip is not None else 0,
             work=scratch,
         )
-        outcome = _run(spark, spec)
-        result.rows_read = outcome.rows_read
-        if outcome.slice_file is None:
-            return result
-        committed = _commit(workspace, repo, spec, outcome, record_schema=chain.schema is None)
-        result.rows_added = outcome.rows_added
-        for name, value in committed.items():
-            setattr(result, name, value)
-        return result
+        return _run_and_commit(spark, workspace, repo, spec, result, record_schema=chain.schema is None)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_and_commit(
+    spark: Any,
+    workspace: Workspace,
+    repo: DatasetRepository,
+    spec: JobSpec,
+    result: IngestResult,
+    *,
+    record_schema: bool,
+) -> IngestResult:
+    """Run the job, then commit what it added (nothing when no row was new), filling in ``result``."""
+    outcome = _run(spark, spec)
+    result.rows_read = outcome.rows_read
+    if outcome.slice_file is None:
+        return result
+    committed = _commit(workspace, repo, spec, outcome, record_schema=record_schema)
+    result.rows_added = outcome.rows_added
+    for name, value in committed.items():
+        setattr(result, name, value)
+    return result

@@ -103,6 +103,21 @@ def _read_named(spark: Any, item: Input, given: Any, recorded: Any) -> Any:
 def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
     """Every input read and checked against the expected columns; returns them one after the other
     (not yet persisted) and the columns in the dataset's order."""
+    frames, expected = _read_matching(spark, spec)
+    # data columns are recorded nullable, as every slice writes them (see parquet.normalize)
+    expected = tuple(DataField(f.name, f.type, True) for f in expected)
+    names = [f.name for f in expected]
+    missing = [c for c in spec.primary_key if c not in names]
+    if missing:
+        raise IngestError(f"primary key column(s) {', '.join(missing)} not in the input (columns: {', '.join(names)})")
+    if spec.recorded is None:
+        schema_event(expected)  # fails now, before any work, if it could not be recorded
+    return spread(spark, union(frames, names), spec.inputs), expected
+
+
+def _read_matching(spark: Any, spec: JobSpec) -> tuple[list[Any], tuple[DataField, ...]]:
+    """Every input read, each checked to have the expected columns (the dataset's, those of
+    ``--schema``, or else those of the first input): the frames and those columns."""
     expected, source = _expected(spec, spark)
     recorded = struct_of(spec.recorded) if spec.recorded is not None else None
     frames = []
@@ -117,15 +132,7 @@ def read_all(spark: Any, spec: JobSpec) -> tuple[Any, tuple[DataField, ...]]:
             raise IngestError(f"{item.path}: does not match {source}: {problem}")
         frames.append(frame)
     assert expected is not None
-    # data columns are recorded nullable, as every slice writes them (see parquet.normalize)
-    expected = tuple(DataField(f.name, f.type, True) for f in expected)
-    names = [f.name for f in expected]
-    missing = [c for c in spec.primary_key if c not in names]
-    if missing:
-        raise IngestError(f"primary key column(s) {', '.join(missing)} not in the input (columns: {', '.join(names)})")
-    if spec.recorded is None:
-        schema_event(expected)  # fails now, before any work, if it could not be recorded
-    return spread(spark, union(frames, names), spec.inputs), expected
+    return frames, expected
 
 
 def spread(spark: Any, frame: Any, inputs: Sequence[Input]) -> Any:

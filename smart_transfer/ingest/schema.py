@@ -35,6 +35,14 @@ class ChainState:
     schema: SetDataSchema | None
     checkpoint: ObjectRef | None
 
+    @property
+    def columns(self) -> tuple[DataField, ...] | None:
+        """The recorded data columns (``offset`` left out: it is not read from inputs); None before
+        a schema is recorded."""
+        if self.schema is None:
+            return None
+        return tuple(f for f in self.schema.fields if f.name != OFFSET_FIELD.name)
+
 
 def chain_state(dataset: DatasetRepository) -> ChainState:
     """The latest SetDataSchema and the latest checkpoint on the dataset's chain (one pass over the

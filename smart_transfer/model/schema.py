@@ -56,7 +56,32 @@ TIMESTAMP = {"type": "string", "pattern": f"^{TIMESTAMP_PATTERN}$", "description
 
 def block_schemas() -> dict[str, dict[str, Any]]:
     """Schemas of the block format: the block, the event union and every event and part."""
-    events = {
+    events = _event_schemas()
+    return {
+        **_part_schemas(),
+        "MetadataEvent": {
+            "description": "What a block records, tagged by 'type'.",
+            "oneOf": [_ref(name) for name in events],
+            "discriminator": "type",
+        },
+        "MetadataBlock": _object(
+            {
+                "sequence_number": NATURAL,
+                "prev_block_hash": {"oneOf": [HASH, {"type": "null"}]},
+                "system_time": TIMESTAMP,
+                "event": _ref("MetadataEvent"),
+            },
+            ["sequence_number", "prev_block_hash", "system_time", "event"],
+            f"One link of a dataset's chain (at most {MAX_BLOCK_BYTES} bytes). Sequence numbers count from 0; "
+            f"each block names the previous block's hash (null for the Seed). {CANONICAL}",
+        ),
+        **events,
+    }
+
+
+def _event_schemas() -> dict[str, dict[str, Any]]:
+    """The schema of every event, by its type."""
+    return {
         Seed.TYPE: _event(
             Seed.TYPE,
             {
@@ -90,7 +115,11 @@ def block_schemas() -> dict[str, dict[str, Any]]:
             "A human-facing description of the dataset.",
         ),
     }
-    parts = {
+
+
+def _part_schemas() -> dict[str, dict[str, Any]]:
+    """The schemas of the parts events are made of."""
+    return {
         "DataField": _object(
             {
                 "name": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD_NAME},
@@ -113,24 +142,7 @@ def block_schemas() -> dict[str, dict[str, Any]]:
             ["physical_hash", "size"],
             "A checkpoint manifest object (kind 'checkpoints'); its files are objects of that kind too.",
         ),
-        "MetadataEvent": {
-            "description": "What a block records, tagged by 'type'.",
-            "oneOf": [_ref(name) for name in events],
-            "discriminator": "type",
-        },
-        "MetadataBlock": _object(
-            {
-                "sequence_number": NATURAL,
-                "prev_block_hash": {"oneOf": [HASH, {"type": "null"}]},
-                "system_time": TIMESTAMP,
-                "event": _ref("MetadataEvent"),
-            },
-            ["sequence_number", "prev_block_hash", "system_time", "event"],
-            f"One link of a dataset's chain (at most {MAX_BLOCK_BYTES} bytes). Sequence numbers count from 0; "
-            f"each block names the previous block's hash (null for the Seed). {CANONICAL}",
-        ),
     }
-    return {**parts, **events}
 
 
 def manifest_schemas() -> dict[str, dict[str, Any]]:

@@ -38,6 +38,24 @@ def new_dataset_id() -> str:
     return "did:odf:f" + secrets.token_hex(32)
 
 
+def _head_moved(expected: Multihash | None, actual: Multihash | None) -> HeadMoved:
+    """The refusal of a commit that expected head at ``expected`` and found it at ``actual``."""
+    return HeadMoved(str(expected) if expected is not None else None, str(actual) if actual is not None else None)
+
+
+def _sequence_entries(base: ChainTip | None, blocks: Sequence[NewBlock]) -> list[tuple[int, Multihash, int, bytes]]:
+    """The index's entry for each block on top of ``base``: sequence number, hash, the next record
+    offset after it, and its bytes."""
+    entries = []
+    offset = base.next_offset if base is not None else 0
+    for item in blocks:
+        event = item.block.event
+        if isinstance(event, AddData) and event.new_data is not None:
+            offset = event.new_data.offset_interval.end + 1
+        entries.append((item.block.sequence_number, item.hash, offset, item.data))
+    return entries
+
+
 class DatasetRepository:
     """Read and commit one dataset's chain. Head only ever moves by compare-and-swap."""
 
@@ -156,36 +174,44 @@ class DatasetRepository:
         absent, the store). They are validated first unless the caller did (``new_tip``: what
         validating them gave)."""
         if new_tip is None:
-            try:
-                new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
-            except ModelError as exc:
-                raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
+            new_tip = self._validated(base, blocks)
+        objects = [(ref.kind, ref.physical_hash, ref.size) for ref in self._objects_of(blocks, manifests)]
+        if old_tip is not None and (base is None or base.sequence_number < old_tip.sequence_number):
+            self._forget_replaced(old_tip, base)
+        self.index.advance(self.name, old_tip, new_tip, _sequence_entries(base, blocks), objects)
+        return new_tip
+
+    def _validated(self, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
+        """The tip ``blocks`` make on top of ``base``; CorruptRepository when they break a chain rule
+        or there are none."""
+        try:
+            new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
+        except ModelError as exc:
+            raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
         if new_tip is None:
             raise CorruptRepository(f"{self.name}: empty chain")
-        entries: list[tuple[int, Multihash, int, bytes]] = []
-        offset = base.next_offset if base is not None else 0
-        objects: list[tuple[ObjectKind, Multihash, int]] = []
-        for item in blocks:
-            event = item.block.event
-            if isinstance(event, AddData) and event.new_data is not None:
-                offset = event.new_data.offset_interval.end + 1
-            entries.append((item.block.sequence_number, item.hash, offset, item.data))
+        return new_tip
+
+    def _objects_of(
+        self, blocks: Sequence[NewBlock], manifests: Mapping[Multihash, CheckpointManifest] | None
+    ) -> list[ObjectRef]:
+        """Every object ``blocks`` reference, checkpoint files included: their manifests come from
+        ``manifests`` or else the store."""
         known = dict(manifests or {})
         for ref in checkpoint_refs(blocks):
             if ref.physical_hash not in known:
                 with contextlib.suppress(CorruptRepository):  # servable without its files; verify reports it
                     known[ref.physical_hash] = self.read_manifest(ref)
-        objects.extend((ref.kind, ref.physical_hash, ref.size) for ref in objects_of(blocks, known))
-        if old_tip is not None and (base is None or base.sequence_number < old_tip.sequence_number):
-            # a rewrite: the replaced blocks' objects may be collected by gc later, so stop claiming
-            # them present (those the new chain references again are recorded below)
-            replaced = self.index.hashes_between(
-                self.name, base.sequence_number + 1 if base is not None else 0, old_tip.sequence_number
-            )
-            dropped = committed_refs(self.block_bytes(h) for h in replaced)
-            self.index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
-        self.index.advance(self.name, old_tip, new_tip, entries, objects)
-        return new_tip
+        return list(objects_of(blocks, known))
+
+    def _forget_replaced(self, old_tip: ChainTip, base: ChainTip | None) -> None:
+        """A rewrite replaced the blocks after ``base`` up to ``old_tip``: their objects may be collected
+        by gc later, so stop claiming them present (those the new chain references again are recorded
+        with it)."""
+        first = base.sequence_number + 1 if base is not None else 0
+        replaced = self.index.hashes_between(self.name, first, old_tip.sequence_number)
+        dropped = committed_refs(self.block_bytes(h) for h in replaced)
+        self.index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
 
     def blocks_after(self, tip: ChainTip, begin_after: Multihash | None) -> Iterator[tuple[Multihash, bytes]]:
         """Blocks of the chain ending at ``tip`` that come after ``begin_after`` (None: all), oldest first.
@@ -296,17 +322,20 @@ class DatasetRepository:
             current = self._sync()
             actual = current.head if current is not None else None
             if actual != expected_head:
-                raise HeadMoved(str(expected_head) if expected_head else None, str(actual) if actual else None)
+                raise _head_moved(expected_head, actual)
             new_tip = validate_extension(base, ((b.hash, b.block) for b in blocks))
             if not blocks_stored:
                 self.store_blocks(blocks)
-            new_head = str(blocks[-1].hash if blocks else base.head).encode()  # type: ignore[union-attr]
-            expected = str(expected_head).encode() if expected_head is not None else None
-            if not self.store.compare_and_swap(head_key(self.name), expected, new_head):
-                now = self.head()
-                raise HeadMoved(str(expected_head) if expected_head else None, str(now) if now else None)
+            self._move_head(expected_head, blocks[-1].hash if blocks else base.head)  # type: ignore[union-attr]
             # when base is below the old tip (a forced rewrite) the index drops the replaced entries
             return self._record(current, base, blocks, manifests, new_tip)
+
+    def _move_head(self, expected_head: Multihash | None, new_head: Multihash) -> None:
+        """Compare-and-swap head from ``expected_head`` to ``new_head``; HeadMoved when another commit
+        moved it first."""
+        expected = str(expected_head).encode() if expected_head is not None else None
+        if not self.store.compare_and_swap(head_key(self.name), expected, str(new_head).encode()):
+            raise _head_moved(expected_head, self.head())
 
     def store_blocks(self, blocks: Sequence[NewBlock], pack: tuple[Multihash, bytes] | None = None) -> None:
         """Write ``blocks`` (oldest first) as one pack, ``pack`` if the caller has it encoded: one

@@ -3,6 +3,8 @@ process (tests) never share counters."""
 
 from __future__ import annotations
 
+import functools
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -19,11 +21,11 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only double the output
         self.registry = CollectorRegistry()
         registry = self.registry
-        self.sessions = Counter(
+        counter = functools.partial(Counter, registry=registry)  # most metrics are counters of this registry
+        self.sessions = counter(
             "smart_transfer_sessions",
             "Sessions that ended, by flow and outcome (ok, or the error code the session ended with)",
             ["flow", "outcome"],
-            registry=registry,
         )
         self.sessions_active = Gauge(
             "smart_transfer_sessions_active",
@@ -31,29 +33,20 @@ class Metrics:
             ["flow"],
             registry=registry,
         )
-        self.requests = Counter(
-            "smart_transfer_requests",
-            "REST requests answered, by method and status",
-            ["method", "status"],
-            registry=registry,
+        self.requests = counter(
+            "smart_transfer_requests", "REST requests answered, by method and status", ["method", "status"]
         )
-        self.urls_signed = Counter(
-            "smart_transfer_urls_signed", "Presigned URLs handed out, by method", ["method"], registry=registry
+        self.urls_signed = counter("smart_transfer_urls_signed", "Presigned URLs handed out, by method", ["method"])
+        self.announcements = counter(
+            "smart_transfer_peer_announcements", "Peer announcements recorded or renewed (pull --announce)"
         )
-        self.announcements = Counter(
-            "smart_transfer_peer_announcements",
-            "Peer announcements recorded or renewed (pull --announce)",
-            registry=registry,
-        )
-        self.follow_updates = Counter(
+        self.follow_updates = counter(
             "smart_transfer_follow_updates",
             "Increments pulled by following sessions (pull --follow) after the head moved",
-            registry=registry,
         )
-        self.bytes_through_server = Counter(
+        self.bytes_through_server = counter(
             "smart_transfer_object_bytes_through_server",
             "Object bytes this server read or wrote for clients (zero on the smart path over S3)",
-            registry=registry,
         )
         self.store_seconds = Histogram(
             "smart_transfer_store_seconds",
@@ -62,23 +55,18 @@ class Metrics:
             buckets=STORE_BUCKETS,
             registry=registry,
         )
-        self.store_errors = Counter(
+        self.store_errors = counter(
             "smart_transfer_store_errors",
             "Store calls that failed (timeouts, connection errors, error answers), by operation",
             ["operation"],
-            registry=registry,
         )
-        self.busy = Counter(
-            "smart_transfer_busy_answers",
-            "Busy answers (Busy / HTTP 429 / 503), by what was at its limit",
-            ["limit"],
-            registry=registry,
+        self.busy = counter(
+            "smart_transfer_busy_answers", "Busy answers (Busy / HTTP 429 / 503), by what was at its limit", ["limit"]
         )
-        self.connections_closed = Counter(
+        self.connections_closed = counter(
             "smart_transfer_connections_closed",
             "Connections the server closed itself, by reason (header-timeout, too-many)",
             ["reason"],
-            registry=registry,
         )
 
     def store_call(self, operation: str, seconds: float, ok: bool) -> None:

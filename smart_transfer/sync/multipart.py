@@ -5,6 +5,7 @@ part before the verified commit (``sync.commit``) checks the assembled object's 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
@@ -32,6 +33,11 @@ class PartsPromise:
             return False
         return part.size == self.parts[part.number - 1].length and part.etag == self.md5s[part.number - 1]
 
+    def held_by(self, store: ObjectStore, key: str, upload_id: str) -> set[int]:
+        """The numbers of the promised parts that upload ``upload_id`` of ``key`` holds in the store;
+        NoSuchUpload when the store has no such upload (any more)."""
+        return {part.number for part in store.list_parts(key, upload_id) if self.holds(part)}
+
 
 def promise_of(item: ObjectFile, threshold: int, part_size: int) -> PartsPromise | None:
     """The parts promise of an object to upload, None when it goes in one PUT (then its ``md5`` is
@@ -56,25 +62,22 @@ def resume_or_start(store: ObjectStore, key: str, promise: PartsPromise, known: 
     """The upload of ``key`` to continue (``known``, else the one in progress holding the most promised
     parts) or a new one, and the parts it still lacks."""
     candidates = [known] if known is not None else [u.upload_id for u in store.list_multipart(key) if u.key == key]
-    best: tuple[str, set[int]] | None = None
+    held: dict[str, set[int]] = {}
     for upload_id in candidates:
-        try:
-            held = {part.number for part in store.list_parts(key, upload_id) if promise.holds(part)}
-        except NoSuchUpload:
-            continue
-        if best is None or len(held) > len(best[1]):
-            best = (upload_id, held)
+        with contextlib.suppress(NoSuchUpload):  # aborted or completed meanwhile: not one to continue
+            held[upload_id] = promise.held_by(store, key, upload_id)
+    # the first of those holding the most promised parts
+    best = max(held, key=lambda upload_id: len(held[upload_id]), default=None)
     if best is None:
-        best = (store.create_multipart(key), set())
-    upload_id, held = best
-    return upload_id, [part for part in promise.parts if part.number not in held]
+        return store.create_multipart(key), list(promise.parts)
+    return best, [part for part in promise.parts if part.number not in held[best]]
 
 
 def complete(store: ObjectStore, key: str, upload_id: str, promise: PartsPromise) -> str | None:
     """Assemble the object once every promised part is in the store; else what is wrong (the upload is
     kept, so that a re-run sends only what is missing)."""
     try:
-        held = {part.number for part in store.list_parts(key, upload_id) if promise.holds(part)}
+        held = promise.held_by(store, key, upload_id)
     except NoSuchUpload:
         info = store.head(key)  # assembled meanwhile by another push of the same object?
         return None if info is not None and info.etag == promise.etag else "its upload is gone (aborted?)"

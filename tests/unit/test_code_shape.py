@@ -1,6 +1,7 @@
-"""The shape rules of the codebase, measured on the tree itself: no function longer than 60 lines, and
-the layer order of ARCHITECTURE.md (a package imports only packages below it; lazy imports inside
-functions and module paths given to ``importlib`` count too)."""
+"""The shape rules of the codebase, measured on the tree itself: no function longer than 60 lines or of
+cyclomatic complexity above 12 (as radon counts it: boolean operators too), and the layer order of
+ARCHITECTURE.md (a package imports only packages below it; lazy imports inside functions and module paths
+given to ``importlib`` count too)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import ast
 import re
 from pathlib import Path
 
+from radon.complexity import add_inner_blocks, cc_visit
+from radon.visitors import Function
+
 PACKAGE = Path(__file__).resolve().parents[2] / "smart_transfer"
 MAX_FUNCTION_LINES = 60
+MAX_COMPLEXITY = 12
 
 #: The packages of smart_transfer, bottom first: each may import only those before it in this list.
 LAYERS = (
@@ -48,8 +53,31 @@ def _functions() -> list[tuple[str, int]]:
 
 
 def test_no_function_is_longer_than_60_lines() -> None:
-    too_long = sorted((lines, name) for name, lines in _functions() if lines > MAX_FUNCTION_LINES)
-    assert too_long == []
+    too_long = sorted(f"{name}: {lines} lines" for name, lines in _functions() if lines > MAX_FUNCTION_LINES)
+    assert not too_long, "functions over 60 lines:\n" + "\n".join(too_long)
+
+
+def _complexities() -> list[tuple[str, int]]:
+    """(where, complexity) of every function, method and nested function, named like ``_functions``."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for block in add_inner_blocks(cc_visit(path.read_text())):
+            if isinstance(block, Function):
+                name = f"{block.classname}.{block.name}" if block.classname else block.name
+                found.append((f"{path.relative_to(PACKAGE)}:{block.lineno} {name}", block.complexity))
+    return found
+
+
+def test_no_function_has_a_cyclomatic_complexity_above_12() -> None:
+    too_complex = sorted(
+        f"{name}: complexity {complexity}" for name, complexity in _complexities() if complexity > MAX_COMPLEXITY
+    )
+    assert not too_complex, "functions of cyclomatic complexity over 12:\n" + "\n".join(too_complex)
+
+
+def test_the_complexity_check_counts_boolean_operators() -> None:
+    code = "def f(a, b, c):\n    return a and b or c\n"
+    assert [block.complexity for block in cc_visit(code)] == [3]
 
 
 def _imported(node: ast.AST) -> list[str]:

@@ -21,7 +21,7 @@ from smart_transfer.client.flows.pull import follow as follow_flow
 from smart_transfer.client.flows.pull import pull as pull_flow
 from smart_transfer.client.flows.push import push as push_flow
 from smart_transfer.client.options import DEFAULT_FOLLOW_RECONNECT_ATTEMPTS, PROTOCOLS, ClientOptions
-from smart_transfer.client.remote import RemoteDataset, RemoteServer, is_url, redact
+from smart_transfer.client.remote import PEER_URL, RemoteDataset, RemoteServer, is_url, redact
 from smart_transfer.client.transports.base import Transport
 from smart_transfer.client.transports.smart import SmartTransport
 from smart_transfer.errors import (
@@ -283,7 +283,7 @@ def _announced_url(announce: str | None, name: str, protocol: str) -> str | None
         return None
     if protocol != "smart":
         raise LocalError(ErrorCode.INVALID_REQUEST, "announcing a peer needs the smart protocol")
-    return RemoteServer.parse(announce).dataset(name).url
+    return RemoteServer.parse(announce, PEER_URL).dataset(name).url
 
 
 async def retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[[str], None]) -> R:

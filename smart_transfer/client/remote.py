@@ -24,7 +24,13 @@ def redact(url: str) -> str:
     return f"{scheme}://***@{rest.rpartition('@')[2]}"
 
 
-def _split(url: str) -> SplitResult:
+#: What each kind of URL looks like, for the message that refuses one.
+DATASET_URL = "dataset URL (http(s)://HOST[:PORT][/PREFIX]/DATASET)"
+SERVER_URL = "server URL (http(s)://HOST[:PORT][/PREFIX])"
+PEER_URL = "peer URL (http(s)://HOST:PORT, as `peer serve` prints it)"
+
+
+def _split(url: str, kind: str) -> SplitResult:
     shown = redact(url)
     try:
         parts = urlsplit(url)
@@ -33,11 +39,11 @@ def _split(url: str) -> SplitResult:
         # the parser's own message may quote parts of the URL (a password): say only what is wrong
         raise InvalidUrl(f"not a valid URL: {shown!r} (malformed host or port)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidUrl(f"not a dataset URL: {shown!r} (expected http(s)://HOST[:PORT]/DATASET)")
+        raise InvalidUrl(f"not a {kind}: {shown!r}")
     if parts.username is not None or parts.password is not None:
         raise InvalidUrl(f"{shown!r}: credentials do not belong in the URL; give a token with --token")
     if parts.query or parts.fragment:
-        raise InvalidUrl(f"a dataset URL has no query or fragment: {shown!r}")
+        raise InvalidUrl(f"a {kind.split(' (', maxsplit=1)[0]} has no query or fragment: {shown!r}")
     return parts
 
 
@@ -61,9 +67,10 @@ class RemoteServer:
     base_url: str  # no trailing slash
 
     @classmethod
-    def parse(cls, url: str) -> RemoteServer:
-        """Parse and check a server URL; InvalidUrl (a usage error) when it cannot name one."""
-        parts = _split(url)
+    def parse(cls, url: str, kind: str = SERVER_URL) -> RemoteServer:
+        """Parse and check a server URL (``kind`` names what the command expects, for the message);
+        InvalidUrl (a usage error) when it cannot name one."""
+        parts = _split(url, kind)
         prefix = [segment for segment in parts.path.split("/") if segment]
         return cls(_base(url, parts, prefix, ""))
 
@@ -85,7 +92,7 @@ class RemoteDataset:
     @classmethod
     def parse(cls, url: str) -> RemoteDataset:
         """Parse and check ``url``; InvalidUrl (a usage error) when it cannot name a dataset."""
-        parts = _split(url)
+        parts = _split(url, DATASET_URL)
         *prefix, name = parts.path.rstrip("/").split("/")[1:] or [""]
         base = _base(url, parts, prefix, " before the dataset name")
         try:

@@ -15,7 +15,7 @@ def size(text: str) -> int:
     setting's bounds say whether 0 is allowed)."""
     match = _SIZE.fullmatch(text.strip())
     if match is None:
-        raise ValueError(f"not a size: {text!r} (examples: 500K, 10M, 1G)")
+        raise ValueError(f"not a size or rate: {text!r} (examples: 500K, 10M, 1G)")
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 
 

@@ -244,7 +244,7 @@ def test_announcing_needs_a_usable_url_and_the_smart_protocol(local_server: Serv
     url = f"{local_server.url}/some-dataset"
     for announce, text in (
         ("http://user:pw@127.0.0.1:9", "credentials"),
-        ("ftp://127.0.0.1:9", "not a dataset URL"),
+        ("ftp://127.0.0.1:9", "not a peer URL"),
         ("http://127.0.0.1:99999", "malformed host or port"),
     ):
         result = run_cli("pull", url, "--announce", announce, workspace=tmp_path / "w")

@@ -74,7 +74,8 @@ def test_a_dataset_remembers_its_remote_and_pull_and_push_use_it(
         (("remote", "set", "../x", "http://host/x"), 2, "invalid dataset name"),
         (("status", "sales"), 2, "sales has no remote"),
         (("ls", "http://127.0.0.1:1"), 1, "cannot reach"),
-        (("ls", "http:///nohost"), 2, "not a dataset URL"),
+        (("ls", "http:///nohost"), 2, "not a server URL"),
+        (("ls", "htp:/nowhere"), 2, "not a server URL (http(s)://HOST[:PORT][/PREFIX])"),
     ],
 )
 def test_bad_remote_input_is_one_clear_line(tmp_path: Path, args: tuple[str, ...], code: int, fragment: str) -> None:
@@ -154,6 +155,8 @@ def test_ls_lists_each_dataset_with_its_size(smart_server: ServerProcess, datase
     text = subprocess.run([*CLI, "ls", smart_server.url], capture_output=True, text=True, check=False).stdout
     assert text.splitlines()[0].split() == ["name", "head", "blocks", "records", "bytes"]
     assert any(line.split()[0] == names[1] and line.split()[2:] == ["3", "14", "2000"] for line in text.splitlines())
+    heads = {line.split()[0]: line.split()[1] for line in text.splitlines()[1:]}
+    assert heads[names[0]] == listed[names[0]]["head"]  # whole, so it can be copied
 
 
 def test_ls_shows_only_what_the_token_may_read(server_factory: Any, tmp_path: Path) -> None:

@@ -207,7 +207,7 @@ def test_bad_urls_and_names_give_one_clear_line(smart_server: ServerProcess, tmp
         (("pull", "http://127.0.0.1:9/ds"), 1, "cannot reach"),
         (("push", "nothing-here", f"{smart_server.url}/x"), 1, "dataset not found"),
         (("pull", f"{smart_server.url}/ds", "--parallel", "0"), 2, "--parallel"),
-        (("pull", f"{smart_server.url}/ds", "--limit-rate", "fast"), 2, "not a rate"),
+        (("pull", f"{smart_server.url}/ds", "--limit-rate", "fast"), 2, "not a size or rate"),
     ]
     for args, code, fragment in cases:
         result = subprocess.run(

@@ -42,15 +42,15 @@ def parse_range(text: str) -> Range:
     return first, last
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, whole: bool = False) -> str:
     text = "null" if value is None else str(value)
     text = text.replace("\n", "\\n").replace("\t", "\\t")
-    return text if len(text) <= TAIL_CELL_WIDTH else text[: TAIL_CELL_WIDTH - 1] + "…"
+    return text if whole or len(text) <= TAIL_CELL_WIDTH else text[: TAIL_CELL_WIDTH - 1] + "…"
 
 
-def print_table(columns: list[str], rows: list[dict[str, Any]]) -> None:
-    """Rows as a text table, columns aligned."""
-    cells = [[_cell(row[name]) for name in columns] for row in rows]
+def print_table(columns: list[str], rows: list[dict[str, Any]], whole: tuple[str, ...] = ()) -> None:
+    """Rows as a text table, columns aligned; values cut at TAIL_CELL_WIDTH except in ``whole`` columns."""
+    cells = [[_cell(row[name], name in whole) for name in columns] for row in rows]
     widths = [max([len(name), *(len(line[i]) for line in cells)]) for i, name in enumerate(columns)]
     for line in [columns, *cells]:
         print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip())

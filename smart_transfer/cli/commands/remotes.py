@@ -106,7 +106,7 @@ def run_ls(args: argparse.Namespace) -> int:
         }
         for info in datasets
     ]
-    print_table(["name", "head", "blocks", "records", "bytes"], rows)
+    print_table(["name", "head", "blocks", "records", "bytes"], rows, whole=("name", "head"))  # copyable
     return 0
 
 

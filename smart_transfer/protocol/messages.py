@@ -232,17 +232,25 @@ class DatasetPullHeadMoved(Message):
 
 
 class DatasetPushRequest(Message):
-    """Client: I will push on top of ``current_head`` (None: the dataset is new). ``transfer_plan``
-    is an upper bound of what follows: the blocks tarball may carry no more blocks than it names,
-    and expand to no more than those blocks and the manifests among its objects can take."""
+    """Client: I will push on top of ``current_head`` (None: the dataset is new), moving head to
+    ``target_head``. ``transfer_plan`` is an upper bound of what follows: the blocks tarball may carry
+    no more blocks than it names, and expand to no more than those blocks and the manifests among its
+    objects can take."""
 
     type: Literal["DatasetPushRequest"] = "DatasetPushRequest"
     current_head: HashText | None = None
     transfer_plan: TransferPlan
     force_update_if_diverged: bool = False
     known_blocks: KnownBlocks = Field(default_factory=list)
+    target_head: HashText | None = Field(
+        default=None,
+        description="the client's head, where the push moves the remote head (added after 0.1.0; optional, so older "
+        "clients still push). The pushed blocks must end at it. When it is an older block of the remote's chain "
+        "and no block is sent, a forced push moves the remote head back to it, as the REST path's forced PUT "
+        "of refs/head does; without it, a push only ever adds blocks",
+    )
 
-    _valid_hash = field_validator("current_head")(_check_hash)
+    _valid_hash = field_validator("current_head", "target_head")(_check_hash)
 
 
 class DatasetPushRequestAccepted(Message):

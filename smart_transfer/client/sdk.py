@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from smart_transfer.client.errors import (
     DivergedError,
+    FollowUnsupported,
     InvalidUrl,
     LocalError,
     RemoteError,
@@ -144,7 +145,7 @@ class Client:
         A session that drops is resumed with a normal pull, up to ``reconnect_attempts`` times in a row.
         Smart protocol only. Returns the number of updates; raises like ``pull``."""
         if self.protocol != "smart":
-            raise LocalError(ErrorCode.INVALID_REQUEST, "following needs the smart protocol (one WebSocket session)")
+            raise FollowUnsupported()
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
 

@@ -116,6 +116,10 @@ class Connection:
         """The names of the messages ``sender`` may send in the current phase."""
         return sorted(name_of(kind) for kind in self._allowed(sender))
 
+    def may_send(self, kind: MessageType) -> bool:
+        """Whether this side may send a ``kind`` now (a driver's keep-alive asks before it goes out)."""
+        return (self.phase, self.side, kind) in self.table
+
     def _allowed(self, sender: Sender) -> set[MessageType]:
         return {kind for (phase, who, kind) in self.table if phase is self.phase and who is sender}
 
@@ -189,7 +193,7 @@ class Connection:
     def send(self, message: SessionMessage) -> str | bytes:
         """The frame for ``message``; raises ProtocolError(Internal) if the table does not allow it."""
         kind = type(message)
-        if (self.phase, self.side, kind) not in self.table:
+        if not self.may_send(kind):
             raise ProtocolError(
                 ErrorCode.INTERNAL,
                 f"{self.flow}: {self.side.value} may not send {name_of(kind)} in phase {self.phase.value}",

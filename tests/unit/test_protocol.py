@@ -409,3 +409,15 @@ def test_hostile_tarballs_are_refused(data: bytes, fragment: str) -> None:
     with pytest.raises(ProtocolError, match=fragment) as caught:
         unpack_blocks(data, max_expanded_bytes=1024 * 1024)
     assert caught.value.code is ErrorCode.INVALID_BLOCKS
+
+
+def test_a_driver_asks_by_class_whether_it_may_send_a_keep_alive_now() -> None:
+    connection = Connection("pull", Sender.CLIENT)
+    assert not connection.may_send(m.Progress) and connection.may_send(m.DatasetPullRequest)
+    connection.send(SAMPLES["DatasetPullRequest"])
+    connection.expect(m.DatasetPullResponse)
+    connection.receive(_frame("DatasetPullResponse"))
+    connection.send(SAMPLES["DatasetPullMetadataRequest"])
+    connection.expect(m.MetadataTarball)
+    assert isinstance(connection.receive(_frame(TARBALL)), m.MetadataTarball)  # a message like the others
+    assert connection.may_send(m.Progress) and not connection.may_send(m.MetadataTarball)

@@ -26,6 +26,7 @@ from smart_transfer.client.transports.base import Transport
 from smart_transfer.client.transports.smart import SmartTransport
 from smart_transfer.errors import (
     DivergedError,
+    FollowUnsupported,
     InvalidUrl,
     LocalError,
     RemoteError,
@@ -135,7 +136,7 @@ class Client:
         A session that drops is resumed with a normal pull, up to ``reconnect_attempts`` times in a row.
         Smart protocol only. Returns the number of updates; raises like ``pull``."""
         if self.protocol != "smart":
-            raise LocalError(ErrorCode.INVALID_REQUEST, "following needs the smart protocol (one WebSocket session)")
+            raise FollowUnsupported()
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
 

@@ -56,6 +56,14 @@ class InvalidUrl(LocalError):
         return self.message
 
 
+class FollowUnsupported(LocalError):
+    """Following (``pull --follow``) over a protocol that cannot keep one session open: the simple one
+    (a usage error: exit 2)."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.INVALID_REQUEST, "following needs the smart protocol (one WebSocket session)")
+
+
 class DivergedError(SmartTransferError):
     """Local and remote histories differ; ``force`` would replace one with the other."""
 

@@ -27,34 +27,12 @@ from smart_transfer.protocol.connection import (
     close_code_of,
 )
 from smart_transfer.protocol.errors import DETAILS, HTTP_STATUS, ErrorCode, NoDetails, details_model
-from smart_transfer.protocol.flows import FLOWS, TARBALL, Sender
+from smart_transfer.protocol.flows import FLOWS, Sender, messages_of
+from smart_transfer.protocol.messages import MessageType, name_of
 
-#: Message models of each flow, in the order a session uses them.
-FLOW_MESSAGES: dict[str, list[type[BaseModel]]] = {
-    "pull": [
-        m.DatasetPullRequest,
-        m.DatasetPullResponse,
-        m.DatasetPullMetadataRequest,
-        m.DatasetPullObjectsTransferRequest,
-        m.DatasetPullObjectsTransferResponse,
-        m.DatasetPullComplete,
-        m.DatasetPullFollow,
-        m.DatasetPullHeadMoved,
-        m.Progress,
-        m.Error,
-    ],
-    "push": [
-        m.DatasetPushRequest,
-        m.DatasetPushRequestAccepted,
-        m.DatasetPushMetadataAccepted,
-        m.DatasetPushObjectsTransferRequest,
-        m.DatasetPushObjectsTransferResponse,
-        m.DatasetPushComplete,
-        m.DatasetPushCompleteConfirmed,
-        m.Progress,
-        m.Error,
-    ],
-}
+#: The messages of each flow, in the order its table first names them (``Error`` last).
+FLOW_MESSAGES: dict[str, list[MessageType]] = {flow: messages_of(flow) for flow in FLOWS}
+TARBALL = name_of(m.MetadataTarball)
 TARBALL_DESCRIPTION = {
     "pull": "The server's answer to DatasetPullMetadataRequest: every block of the plan in one pack, oldest first.",
     "push": "The client's new blocks in one pack, oldest first, sent after DatasetPushRequestAccepted.",
@@ -84,14 +62,14 @@ def _asyncapi_schema(node: Any) -> Any:
 def ordering(flow: str) -> list[str]:
     """The transition table of ``flow`` as lines: ``phase --sender: Message--> next phase``."""
     return [
-        f"{phase.value} --{sender.value}: {kind}--> {target.value}"
+        f"{phase.value} --{sender.value}: {name_of(kind)}--> {target.value}"
         for (phase, sender, kind), target in FLOWS[flow].items()
     ]
 
 
 def _schemas_and_messages() -> tuple[dict[str, Any], dict[str, Any]]:
     """Payload schemas (messages, block formats, error details) and the JSON messages."""
-    models = {model.__name__: model for models in FLOW_MESSAGES.values() for model in models}
+    models = {name_of(kind): kind for kinds in FLOW_MESSAGES.values() for kind in kinds if issubclass(kind, BaseModel)}
     _, definitions = models_json_schema(
         [(model, "validation") for model in models.values()], ref_template="#/components/schemas/{model}"
     )
@@ -175,7 +153,7 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     for flow, flow_models in FLOW_MESSAGES.items():
-        names = [model.__name__ for model in flow_models] + [TARBALL]
+        names = [name_of(kind) for kind in flow_models]
         channels[flow] = {
             "address": f"/{{dataset}}/{flow}",
             "title": f"{flow} session",
@@ -190,7 +168,7 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
             "bindings": {"ws": {"method": "GET", "headers": HANDSHAKE_HEADERS, "bindingVersion": "0.1.0"}},
         }
         for sender, action in ((Sender.CLIENT, "receive"), (Sender.SERVER, "send")):
-            sent = sorted({kind for (_, who, kind) in FLOWS[flow] if who is sender} | {"Error"})
+            sent = sorted({name_of(kind) for (_, who, kind) in FLOWS[flow] if who is sender} | {name_of(m.Error)})
             operations[f"{flow}{sender.value.capitalize()}Messages"] = {
                 "action": action,
                 "channel": {"$ref": f"#/channels/{flow}"},

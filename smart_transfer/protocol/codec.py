@@ -1,29 +1,57 @@
-"""Text frames <-> messages. Anything malformed becomes a ProtocolError with code BadMessage."""
+"""Frames <-> messages: a JSON text frame is the message its ``type`` tag names, a binary frame is
+the metadata tarball. Anything malformed becomes a ProtocolError with code BadMessage. The messages
+it knows are those of the transition tables (``flows.MESSAGES``), so a new one is added once."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any, overload
+
 import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
-from smart_transfer.protocol.messages import AnyMessage, Message
+from smart_transfer.protocol.flows import MESSAGES
+from smart_transfer.protocol.messages import Message, MetadataTarball, SessionMessage
 
 #: Largest JSON text frame accepted (a page of 1000 object files is ~250 KiB).
 MAX_TEXT_FRAME_BYTES = 4 * 1024 * 1024
 
-_ADAPTER: TypeAdapter[AnyMessage] = TypeAdapter(AnyMessage)
+
+def _tagged_union(models: list[type[Message]]) -> Any:
+    """The pydantic type that reads any of ``models``, chosen by the ``type`` tag."""
+    union: Any = models[0]
+    for model in models[1:]:
+        union = union | model
+    return Annotated[union, Field(discriminator="type")]
 
 
-def encode(message: Message) -> str:
-    """The JSON text of ``message``."""
+#: The JSON messages: every message of the tables but the binary one.
+JSON_MESSAGES = [kind for kind in MESSAGES if issubclass(kind, Message)]
+AnyMessage = _tagged_union(JSON_MESSAGES)
+_ADAPTER: TypeAdapter[Message] = TypeAdapter(AnyMessage)
+
+
+@overload
+def encode(message: Message) -> str: ...
+@overload
+def encode(message: MetadataTarball) -> bytes: ...
+@overload
+def encode(message: SessionMessage) -> str | bytes: ...
+def encode(message: SessionMessage) -> str | bytes:
+    """The frame of ``message``: JSON text, or the tarball's bytes as they are."""
+    if isinstance(message, MetadataTarball):
+        return message.data
     return orjson.dumps(message.model_dump(mode="json")).decode()
 
 
-def decode(text: str | bytes) -> AnyMessage:
-    """Parse and validate one text frame (strict: no silent type coercion, no unknown fields). Size
-    limits are the Connection's."""
+def decode(frame: str | bytes) -> SessionMessage:
+    """The message of one frame: a binary frame is the tarball (checked where it is opened); a text
+    frame is parsed and validated strictly (no silent type coercion, no unknown fields). Size limits
+    are the Connection's."""
+    if isinstance(frame, bytes):
+        return MetadataTarball(frame)
     try:
-        return _ADAPTER.validate_json(text)
+        return _ADAPTER.validate_json(frame)
     except ValidationError as exc:
         first = exc.errors()[0]
         if first.get("type") == "json_invalid":

@@ -28,8 +28,8 @@ from smart_transfer.protocol.errors import (
     UnexpectedMessageDetails,
     parse_details,
 )
-from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
-from smart_transfer.protocol.messages import MAX_ERROR_TEXT, AnyMessage, Error, Message, MetadataTarball
+from smart_transfer.protocol.flows import FLOWS, Phase, Sender
+from smart_transfer.protocol.messages import MAX_ERROR_TEXT, Error, MessageType, SessionMessage, name_of
 
 #: Close codes (RFC 6455): done; the server is going away (shutting down); the peer broke the
 #: protocol or a rule; a frame too big; the server failed; busy, try again later.
@@ -46,8 +46,7 @@ DEFAULT_MAX_TEXT_BYTES = codec.MAX_TEXT_FRAME_BYTES
 #: Largest binary frame (metadata tarball) accepted by default.
 DEFAULT_MAX_BINARY_BYTES = 64 * 1024 * 1024
 
-Incoming = AnyMessage | MetadataTarball
-M = TypeVar("M", bound=Message | MetadataTarball)
+M = TypeVar("M", bound=SessionMessage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,18 +105,25 @@ class Connection:
         self.max_text_bytes = max_text_bytes
         self.max_binary_bytes = max_binary_bytes
         #: The last keep-alive the peer sent (its progress), if any.
-        self.peer_progress: Message | None = None
-        self._expected: tuple[str, ...] = ()
+        self.peer_progress: SessionMessage | None = None
+        self._expected: frozenset[type[Any]] = frozenset()
 
     @property
     def finished(self) -> bool:
         return self.phase in (Phase.DONE, Phase.FAILED)
 
     def allowed(self, sender: Sender) -> list[str]:
-        """Message types ``sender`` may send in the current phase."""
-        return sorted(kind for (phase, who, kind) in self.table if phase is self.phase and who is sender)
+        """The names of the messages ``sender`` may send in the current phase."""
+        return sorted(name_of(kind) for kind in self._allowed(sender))
 
-    def _absorbable(self, kind: str) -> bool:
+    def may_send(self, kind: MessageType) -> bool:
+        """Whether this side may send a ``kind`` now (a driver's keep-alive asks before it goes out)."""
+        return (self.phase, self.side, kind) in self.table
+
+    def _allowed(self, sender: Sender) -> set[MessageType]:
+        return {kind for (phase, who, kind) in self.table if phase is self.phase and who is sender}
+
+    def _absorbable(self, kind: MessageType) -> bool:
         """A message that keeps the phase as it is (a keep-alive) may come at any time it is allowed."""
         return self.table.get((self.phase, self.peer, kind)) is self.phase
 
@@ -126,48 +132,48 @@ class Connection:
     def expect(self, *types: type[M]) -> None:
         """Declare what the driver waits for next: exactly the messages the table lets the peer send
         now (keep-alives aside). A mismatch is a bug in the driver, raised as ValueError."""
-        wanted = tuple(_type_name(t) for t in types)
-        allowed = {kind for kind in self.allowed(self.peer) if not self._absorbable(kind) or kind in wanted}
-        if set(wanted) != allowed:
+        wanted: frozenset[type[Any]] = frozenset(types)
+        allowed = {kind for kind in self._allowed(self.peer) if not self._absorbable(kind) or kind in wanted}
+        if wanted != allowed:
             raise ValueError(
                 f"{self.flow}/{self.side.value}: in phase {self.phase.value} the {self.peer.value} may send "
-                f"{sorted(allowed)}, not {sorted(wanted)}"
+                f"{sorted(map(name_of, allowed))}, not {sorted(map(name_of, wanted))}"
             )
         self._expected = wanted
 
-    def receive(self, frame: str | bytes) -> Incoming | None:
+    def receive(self, frame: str | bytes) -> SessionMessage | None:
         """One frame from the peer: the expected message, or None for an absorbed keep-alive.
         Raises PeerError when the peer sent ``Error``, ProtocolError when the frame breaks a rule."""
-        message = self._decode(frame)
+        self._check_size(frame)
+        message = codec.decode(frame)
         if isinstance(message, Error):
             self.phase = Phase.FAILED
             details = message.details if isinstance(message.details, dict) else {}
             raise PeerError(message.code, message.message, parse_details(message.code, details), details)
-        self._advance(self.peer, message.type)
-        if message.type in self._expected:
-            self._expected = ()
+        kind = type(message)
+        self._advance(self.peer, kind)
+        if kind in self._expected:
+            self._expected = frozenset()
             return message
-        if self._absorbable(message.type):
-            self.peer_progress = message if isinstance(message, Message) else None
+        if self._absorbable(kind):
+            self.peer_progress = message
             return None
-        raise self._unexpected(self.peer, message.type)
+        raise self._unexpected(self.peer, kind)
 
-    def _decode(self, frame: str | bytes) -> Incoming:
-        if isinstance(frame, bytes):
-            if len(frame) > self.max_binary_bytes:
-                raise ProtocolError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"binary frame of {len(frame)} bytes exceeds {self.max_binary_bytes}",
-                    MessageTooLargeDetails(limit=self.max_binary_bytes),
-                )
-            return MetadataTarball(frame)
-        if len(frame) > self.max_text_bytes:
+    def _check_size(self, frame: str | bytes) -> None:
+        """Each kind of frame has its own limit (JSON pages are small; a tarball may be large)."""
+        if isinstance(frame, bytes) and len(frame) > self.max_binary_bytes:
+            raise ProtocolError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"binary frame of {len(frame)} bytes exceeds {self.max_binary_bytes}",
+                MessageTooLargeDetails(limit=self.max_binary_bytes),
+            )
+        if isinstance(frame, str) and len(frame) > self.max_text_bytes:
             raise ProtocolError(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"text frame of {len(frame)} characters exceeds {self.max_text_bytes}",
                 MessageTooLargeDetails(limit=self.max_text_bytes),
             )
-        return codec.decode(frame)
 
     def peer_closed(self, code: int | None, reason: str | None) -> PeerError | None:
         """What a close frame from the peer means: None after a finished session, else the error the
@@ -184,16 +190,15 @@ class Connection:
 
     # -- sending -----------------------------------------------------------------------------------
 
-    def send(self, message: Message | MetadataTarball) -> str | bytes:
+    def send(self, message: SessionMessage) -> str | bytes:
         """The frame for ``message``; raises ProtocolError(Internal) if the table does not allow it."""
-        kind = _type_name(type(message)) if isinstance(message, Message) else message.type
-        if (self.phase, self.side, kind) not in self.table:
+        kind = type(message)
+        if not self.may_send(kind):
             raise ProtocolError(
-                ErrorCode.INTERNAL, f"{self.flow}: {self.side.value} may not send {kind} in phase {self.phase.value}"
+                ErrorCode.INTERNAL,
+                f"{self.flow}: {self.side.value} may not send {name_of(kind)} in phase {self.phase.value}",
             )
         self._advance(self.side, kind)
-        if isinstance(message, MetadataTarball):
-            return message.data
         return codec.encode(message)
 
     def fail(self, error: ProtocolError) -> tuple[str | None, CloseFrame]:
@@ -217,26 +222,17 @@ class Connection:
 
     # -- the table ---------------------------------------------------------------------------------
 
-    def _advance(self, sender: Sender, kind: str) -> None:
+    def _advance(self, sender: Sender, kind: MessageType) -> None:
         next_phase = self.table.get((self.phase, sender, kind))
         if next_phase is None:
             raise self._unexpected(sender, kind)
         self.phase = next_phase
 
-    def _unexpected(self, sender: Sender, kind: str) -> ProtocolError:
-        allowed = self.allowed(sender)
+    def _unexpected(self, sender: Sender, kind: MessageType) -> ProtocolError:
+        allowed, name = self.allowed(sender), name_of(kind)
         return ProtocolError(
             ErrorCode.UNEXPECTED_MESSAGE,
-            f"{self.flow}: {sender.value} sent {kind} in phase {self.phase.value}; allowed: "
+            f"{self.flow}: {sender.value} sent {name} in phase {self.phase.value}; allowed: "
             f"{', '.join(allowed) or 'nothing'}",
-            UnexpectedMessageDetails(flow=self.flow, phase=self.phase.value, message=kind, allowed=allowed),
+            UnexpectedMessageDetails(flow=self.flow, phase=self.phase.value, message=name, allowed=allowed),
         )
-
-
-def _type_name(model: type[Any]) -> str:
-    if model is MetadataTarball:
-        return TARBALL
-    field = model.model_fields.get("type")
-    if field is None or not isinstance(field.default, str):
-        raise ValueError(f"{model.__name__} is not a message")
-    return field.default

@@ -1,10 +1,11 @@
 """Every message of the protocol as a typed model. JSON text frames carry them, tagged by ``type``;
-the metadata tarballs travel as binary frames (see ``tarball.py``). The AsyncAPI document's payload
-schemas are generated from these classes."""
+the metadata tarballs travel as binary frames (see ``tarball.py``). Which of them a flow uses, and in
+what order, is the transition tables' to say (``flows.py``): the codec and the AsyncAPI document
+take the list from there. The document's payload schemas are generated from these classes."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -231,17 +232,25 @@ class DatasetPullHeadMoved(Message):
 
 
 class DatasetPushRequest(Message):
-    """Client: I will push on top of ``current_head`` (None: the dataset is new). ``transfer_plan``
-    is an upper bound of what follows: the blocks tarball may carry no more blocks than it names,
-    and expand to no more than those blocks and the manifests among its objects can take."""
+    """Client: I will push on top of ``current_head`` (None: the dataset is new), moving head to
+    ``target_head``. ``transfer_plan`` is an upper bound of what follows: the blocks tarball may carry
+    no more blocks than it names, and expand to no more than those blocks and the manifests among its
+    objects can take."""
 
     type: Literal["DatasetPushRequest"] = "DatasetPushRequest"
     current_head: HashText | None = None
     transfer_plan: TransferPlan
     force_update_if_diverged: bool = False
     known_blocks: KnownBlocks = Field(default_factory=list)
+    target_head: HashText | None = Field(
+        default=None,
+        description="the client's head, where the push moves the remote head (added after 0.1.0; optional, so older "
+        "clients still push). The pushed blocks must end at it. When it is an older block of the remote's chain "
+        "and no block is sent, a forced push moves the remote head back to it, as the REST path's forced PUT "
+        "of refs/head does; without it, a push only ever adds blocks",
+    )
 
-    _valid_hash = field_validator("current_head")(_check_hash)
+    _valid_hash = field_validator("current_head", "target_head")(_check_hash)
 
 
 class DatasetPushRequestAccepted(Message):
@@ -342,32 +351,28 @@ class DatasetPushCompleteConfirmed(Message):
     new_head: HashText
 
 
-AnyMessage = Annotated[
-    Error
-    | Progress
-    | DatasetPullRequest
-    | DatasetPullResponse
-    | DatasetPullMetadataRequest
-    | DatasetPullObjectsTransferRequest
-    | DatasetPullObjectsTransferResponse
-    | DatasetPullComplete
-    | DatasetPullFollow
-    | DatasetPullHeadMoved
-    | DatasetPushRequest
-    | DatasetPushRequestAccepted
-    | DatasetPushMetadataAccepted
-    | DatasetPushObjectsTransferRequest
-    | DatasetPushObjectsTransferResponse
-    | DatasetPushComplete
-    | DatasetPushCompleteConfirmed,
-    Field(discriminator="type"),
-]
-
-
 class MetadataTarball:
-    """The binary frame of a flow: a gzip tar of one block pack and manifests (not a JSON message)."""
+    """The blocks of a flow: a gzip tar of one block pack and manifests (``tarball.py``). A message
+    like the others, except that it travels as a binary frame rather than tagged JSON."""
 
-    type = "MetadataTarball"
+    __slots__ = ("data",)
+    type: ClassVar[str] = "MetadataTarball"
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+
+#: Anything a session carries: a JSON message or the binary tarball.
+SessionMessage = Message | MetadataTarball
+#: The class of one: the key of the transition tables (``flows.py``).
+MessageType = type[Message] | type[MetadataTarball]
+
+
+def name_of(kind: MessageType) -> str:
+    """The name ``kind`` has on the wire (its ``type`` tag), in the documents and in errors."""
+    if issubclass(kind, Message):
+        tag = kind.model_fields.get("type")
+        if tag is None or not isinstance(tag.default, str):
+            raise ValueError(f"{kind.__name__} is not a message of a flow (it has no type tag)")
+        return tag.default
+    return kind.type

@@ -46,7 +46,7 @@ from smart_transfer.server.state import ServerState
 from smart_transfer.storage import ObjectInfo
 from smart_transfer.storage.digest import md5_base64_from_hex, md5_hex_from_base64
 from smart_transfer.storage.parts import MAX_PARTS
-from smart_transfer.sync.attach import attach, check_expected_head, last_common
+from smart_transfer.sync.attach import check_expected_head, last_common, place_push
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
 from smart_transfer.sync.commit import ObjectKey, commit_chain, list_objects, upload_invalid, verify_uploads
 from smart_transfer.sync.multipart import PartsPromise, complete, promise_of, resume_or_start
@@ -89,7 +89,8 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
     bound = expanded_bound(plan.num_blocks, plan.num_objects, plan.bytes_in_objects)
     # the plan's count is an upper bound (the blocks after the common block are some of those planned)
     bundle = bundle_from_tarball(data, bound, min(plan.num_blocks, DEFAULT_MAX_BLOCKS))
-    state.base = attach(state.remote_tip, bundle.blocks, request.force_update_if_diverged, dataset.chain_tip_at)
+    target = Multihash.parse(request.target_head) if request.target_head else None
+    state.base = place_push(dataset, state.remote_tip, bundle.blocks, target, request.force_update_if_diverged)
     state.bundle = bundle
     state.required = {(r.kind, r.physical_hash): r for r in bundle.objects()}
 
@@ -190,7 +191,7 @@ def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip
     """Check every required object, then CAS head (worker thread; the blocks' pack is stored)."""
     _complete_uploads(dataset, state)
     verify_uploads(dataset, list(state.required.values()), state.promised_etags)
-    if not state.bundle.blocks:
+    if not state.bundle.blocks and state.base == state.remote_tip:  # neither new blocks nor a rewind
         if state.remote_tip is None:
             raise ProtocolError(ErrorCode.INVALID_BLOCKS, "nothing to commit to a dataset that does not exist")
         return state.remote_tip

@@ -44,52 +44,56 @@ def client_host(websocket: WebSocket) -> str:
     return websocket.client.host if websocket.client is not None else "unknown"
 
 
+async def _authorized(state: ServerState, session: ServerSession, websocket: WebSocket, record: SessionRecord) -> None:
+    """Accept, authorize and run one session within the session limits and timeout."""
+    settings = state.settings
+    await session.accept()
+    state.refuse_if_draining()
+    dataset = state.repository.dataset(record.dataset)
+    flow, access = FLOWS[record.flow]
+    grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
+    record.subject = session.subject = limit_subject(grant, record.client)
+    active = state.metrics.sessions_active.labels(record.flow)
+    with state.sessions.hold(record.subject):
+        active.inc()
+        try:
+            await asyncio.wait_for(
+                state.until_shutdown(flow(session, dataset, state)), settings.session_timeout_seconds
+            )
+        except TimeoutError:
+            raise ProtocolError(
+                ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"
+            ) from None
+        finally:
+            active.dec()
+
+
+async def _end(session: ServerSession, exc: BaseException) -> str:
+    """End a failed session as its error says; the outcome the access log records."""
+    if isinstance(exc, ClientGone | WebSocketDisconnect):
+        return f"disconnected:{exc.code}" if exc.code else "disconnected"
+    if isinstance(exc, WebSocketDisconnected):
+        return "disconnected"
+    if isinstance(exc, PeerError):
+        await session.close()  # the client said why it stopped; answer its close
+        return f"client:{exc.code.value}"
+    error = as_protocol_error(exc)
+    await session.fail(error)
+    return error.code.value
+
+
 def smart_router(state: ServerState) -> APIRouter:
     """WebSocket routes driving the pull and push flows for the server's repository."""
     settings = state.settings
     router = APIRouter()
 
-    async def authorized(session: ServerSession, websocket: WebSocket, record: SessionRecord) -> None:
-        await session.accept()
-        state.refuse_if_draining()
-        dataset = state.repository.dataset(record.dataset)
-        flow, access = FLOWS[record.flow]
-        grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
-        record.subject = session.subject = limit_subject(grant, record.client)
-        active = state.metrics.sessions_active.labels(record.flow)
-        with state.sessions.hold(record.subject):
-            active.inc()
-            try:
-                await asyncio.wait_for(
-                    state.until_shutdown(flow(session, dataset, state)), settings.session_timeout_seconds
-                )
-            except TimeoutError:
-                raise ProtocolError(
-                    ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"
-                ) from None
-            finally:
-                active.dec()
-
-    async def end(session: ServerSession, exc: BaseException) -> str:
-        """End a failed session as its error says; the outcome the access log records."""
-        if isinstance(exc, ClientGone | WebSocketDisconnect):
-            return f"disconnected:{exc.code}" if exc.code else "disconnected"
-        if isinstance(exc, WebSocketDisconnected):
-            return "disconnected"
-        if isinstance(exc, PeerError):
-            await session.close()  # the client said why it stopped; answer its close
-            return f"client:{exc.code.value}"
-        error = as_protocol_error(exc)
-        await session.fail(error)
-        return error.code.value
-
     async def run(websocket: WebSocket, dataset_name: str, flow_name: str) -> None:
         session = ServerSession(websocket, flow_name, settings.idle_timeout_seconds, settings.max_message_bytes)
         record = SessionRecord(flow_name, dataset_name[:100], client_host(websocket), started=time.monotonic())
         try:
-            await authorized(session, websocket, record)
+            await _authorized(state, session, websocket, record)
         except Exception as exc:
-            record.outcome = await end(session, exc)
+            record.outcome = await _end(session, exc)
         finally:
             state.metrics.sessions.labels(flow_name, record.outcome).inc()
             log_access(

@@ -95,6 +95,31 @@ def rewind_to(dataset: DatasetRepository, current: ChainTip | None, target: Mult
     return base
 
 
+def place_push(
+    dataset: DatasetRepository,
+    current: ChainTip | None,
+    blocks: Sequence[NewBlock],
+    target: Multihash | None,
+    force: bool,
+) -> ChainTip | None:
+    """Where a push puts head, whichever the path (smart or REST): on its ``blocks``, attached by the
+    force/Seed rule (``attach``); with no blocks and a ``target`` behind head, back at ``target``
+    (``rewind_to``: force only). Returns the tip the blocks attach to (``current`` when nothing
+    changes). ``target``: the head the client pushes (None: a client that does not say; then the
+    blocks alone decide, and no push moves head back)."""
+    if blocks:
+        if target is not None and blocks[-1].hash != target:
+            raise ProtocolError(
+                ErrorCode.INVALID_BLOCKS,
+                f"the blocks end at {blocks[-1].hash}, not at the target head {target}",
+                InvalidBlocksDetails(block=str(blocks[-1].hash)),
+            )
+        return attach(current, blocks, force, dataset.chain_tip_at)
+    if target is not None and current is not None and target != current.head:
+        return rewind_to(dataset, current, target, force)
+    return current
+
+
 def known_blocks(dataset: DatasetRepository, tip: ChainTip | None) -> list[Multihash]:
     """The blocks a client offers as known (newest first): its head, its 64 predecessors, then blocks
     at power-of-two distances, then its Seed. Whoever holds the other chain finds the last common

@@ -26,7 +26,7 @@ from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
 from smart_transfer.storage.digest import digest_chunks
-from smart_transfer.sync.attach import attach, check_expected_head, rewind_to
+from smart_transfer.sync.attach import check_expected_head, place_push
 from smart_transfer.sync.bundle import check_bundle
 
 #: How many failing objects an UploadInvalid error lists.
@@ -125,10 +125,9 @@ def commit_uploaded(
         walk = walk_chain(new_head, _uploaded_block(dataset), dataset.on_chain)
     except ModelError as exc:
         raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc)) from None
+    base = place_push(dataset, current, walk.blocks, new_head, force)
     if not walk.blocks:  # the new head is an older block of the chain: only force moves head back
-        earlier = rewind_to(dataset, current, new_head, force)
-        return commit_chain(dataset, expected, earlier, [], {}, blocks_stored=True)
-    base = attach(current, walk.blocks, force, dataset.chain_tip_at)
+        return commit_chain(dataset, expected, base, [], {}, blocks_stored=True)
     manifests = {}
     for ref in checkpoint_refs(walk.blocks):
         try:

@@ -292,3 +292,19 @@ def test_a_silent_follower_meets_the_idle_timeout(tmp_path: Path, dataset_name: 
 def test_following_needs_the_smart_protocol(local_server: ServerProcess, tmp_path: Path) -> None:
     result = run_cli("pull", f"{local_server.url}/any", "--follow", "--protocol", "simple", workspace=tmp_path / "w")
     assert result.returncode == 2 and "smart protocol" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_simple_transport_refuses_to_follow_with_a_typed_error_the_cli_reports_in_one_line() -> None:
+    import asyncio
+
+    from smart_transfer.cli.main import exit_code
+
+    from smart_transfer.client.errors import FollowUnsupported
+    from smart_transfer.client.transports.simple import SimplePull
+
+    channel = SimplePull(rest=None)  # type: ignore[arg-type]  # following never reaches the server
+    with pytest.raises(FollowUnsupported) as refused:
+        asyncio.run(channel.follow(asyncio.Event(), 1.0))
+    assert refused.value.code is ErrorCode.INVALID_REQUEST
+    code, line = exit_code(refused.value)
+    assert code == 2 and "smart protocol" in line and "\n" not in line

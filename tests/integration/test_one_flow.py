@@ -246,6 +246,8 @@ def test_a_forced_push_moves_a_remote_that_is_ahead_back_to_the_local_head(
     summary(run_cli("push", dataset_name, url, "--json", workspace=a))
     assert run_cli("push", dataset_name, url, "--protocol", protocol, workspace=b).returncode == 3
     forced = summary(run_cli("push", dataset_name, url, "--force", "--protocol", protocol, "--json", workspace=b))
+    # no block is resent: the server moves its head back (sync.rewind_to), whichever the path
+    assert (forced["blocks"], forced["up_to_date"]) == (0, False)
     assert (
         forced["new_head"]
         == orjson.loads(run_cli("log", dataset_name, "--json", workspace=b).stdout.splitlines()[0])["hash"]

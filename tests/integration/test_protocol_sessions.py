@@ -203,3 +203,70 @@ def test_a_push_whose_upload_was_replaced_is_refused(
     assert "does not match the promised MD5" in caught.value.message
     result = run_cli("pull", f"{smart_server.url}/swapped", workspace=tmp_path / "check")
     assert result.returncode == 1 and "does not exist" in result.stderr
+
+
+async def _push_nothing(server: ServerProcess, name: str, request: DatasetPushRequest) -> DatasetPushCompleteConfirmed:
+    """A push session that sends no block: what a forced push back to an older block of the chain is."""
+    session = await ClientSession.open(ws_url(server, f"/{name}/push"), "push")
+    try:
+        await session.request(request, DatasetPushRequestAccepted)
+        await session.request(MetadataTarball(pack_blocks([])), DatasetPushMetadataAccepted)
+        return await session.request(DatasetPushComplete(), DatasetPushCompleteConfirmed)
+    finally:
+        await session.close()
+
+
+def test_a_push_to_an_older_target_head_moves_head_back_only_with_force(
+    local_server: ServerProcess, tmp_path: Path
+) -> None:
+    ws, name = tmp_path / "ws", "rewound"
+    url = f"{local_server.url}/{name}"
+    heads = []
+    for tag in ("one", "two"):
+        run_cli("add", name, *map(str, make_files(tmp_path / tag, 1, 100, tag)), workspace=ws)
+        assert run_cli("push", name, url, workspace=ws).returncode == 0
+        heads.append(httpx.get(f"{url}/refs/head").text)
+    older, head = heads
+    plan = TransferPlan(num_blocks=0, num_objects=0, bytes_in_objects=0)
+
+    def pushed(force: bool, target: str | None) -> DatasetPushCompleteConfirmed:
+        request = DatasetPushRequest(
+            current_head=head, transfer_plan=plan, force_update_if_diverged=force, target_head=target
+        )
+        return asyncio.run(_push_nothing(local_server, name, request))
+
+    with pytest.raises(RemoteError) as refused:
+        pushed(False, older)
+    assert refused.value.code is ErrorCode.DIVERGED and "needs force" in refused.value.message
+    assert httpx.get(f"{url}/refs/head").text == head  # nothing changed
+    confirmed = pushed(False, None)  # an older client says no target: a push only adds blocks
+    assert (confirmed.old_head, confirmed.new_head) == (head, head)
+    confirmed = pushed(True, older)
+    assert (confirmed.old_head, confirmed.new_head) == (head, older)
+    assert httpx.get(f"{url}/refs/head").text == older
+
+
+def test_pushed_blocks_must_end_at_the_target_head(local_server: ServerProcess, tmp_path: Path) -> None:
+    ws, name = tmp_path / "ws", "targeted"
+    run_cli("add", name, *map(str, make_files(tmp_path / "in", 1, 100)), workspace=ws)
+    workspace = Workspace(ws)
+    try:
+        dataset = workspace.dataset(name)
+        blocks = list(dataset.blocks_after(dataset.require_tip(), None))
+    finally:
+        workspace.close()
+    plan = TransferPlan(num_blocks=len(blocks), num_objects=1, bytes_in_objects=100)
+
+    async def push() -> None:
+        session = await ClientSession.open(ws_url(local_server, f"/{name}/push"), "push")
+        try:
+            request = DatasetPushRequest(transfer_plan=plan, target_head=str(blocks[0][0]))  # the Seed, not the head
+            await session.request(request, DatasetPushRequestAccepted)
+            await session.request(MetadataTarball(pack_blocks(blocks)), DatasetPushMetadataAccepted)
+        finally:
+            await session.close()
+
+    with pytest.raises(RemoteError) as refused:
+        asyncio.run(push())
+    assert refused.value.code is ErrorCode.INVALID_BLOCKS and "target head" in refused.value.message
+    assert httpx.get(f"{local_server.url}/{name}/refs/head").status_code == 404  # nothing was created

@@ -37,11 +37,11 @@ from smart_transfer.protocol import SUBPROTOCOL, codec
 from smart_transfer.protocol import messages as m
 from smart_transfer.protocol.connection import CLOSE_NORMAL, Connection, PeerError, close_code_of
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError, details_model
-from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
+from smart_transfer.protocol.flows import FLOWS, Phase, Sender
 from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
 from smart_transfer.repo import Workspace
 from tests.conftest import ServerProcess, make_files, run_cli, start_server
-from tests.unit.test_protocol import MODELS, SAMPLES
+from tests.unit.test_protocol import MODELS, SAMPLES, TARBALL
 
 #: Seconds any answer, close or handshake may take before the server counts as hung.
 TIMEOUT = 10.0
@@ -196,11 +196,11 @@ class Session:
         self.busy = True
         kind = type(message).__name__
         phase = self.model.phase
-        frame = message.data if isinstance(message, m.MetadataTarball) else codec.encode(message)
+        frame = codec.encode(message)
         if isinstance(message, m.Error):
             self._write(frame)
             self._expect_close(CLOSE_NORMAL, f"the client's Error in {phase.value}")
-        elif (phase, C, kind) not in self.model.table:
+        elif (phase, C, type(message)) not in self.model.table:
             details = {"flow": self.flow, "phase": phase.value, "message": kind, "allowed": self.model.allowed(C)}
             self._write(frame)
             self._expect_error({ErrorCode.UNEXPECTED_MESSAGE: details}, f"{kind} in {phase.value}")
@@ -317,7 +317,7 @@ class Session:
         PeerError for an Error, a failure for anything the table does not let the server send now."""
         frame = self._receive(context)
         phase = self.model.phase
-        waiting = [k for k in self.model.allowed(S) if self.model.table[(phase, S, k)] is not phase]
+        waiting = [k for k in self.model.allowed(S) if self.model.table[(phase, S, MODELS[k])] is not phase]
         self.model.expect(*(MODELS[k] for k in waiting))
         try:
             answer = self.model.receive(frame)
@@ -325,7 +325,7 @@ class Session:
             raise
         except ProtocolError as exc:  # not a message, or not one the table lets the server send now
             fail(f"{context}: {exc}")
-        kind = TARBALL if isinstance(frame, bytes) else codec.decode(frame).type
+        kind = m.name_of(type(codec.decode(frame)))
         self.seen.append((phase, S, kind))
         return kind, answer
 
@@ -571,7 +571,7 @@ def _onwards(model: Connection) -> list[str]:
     """What the table lets the client send now, weighted so that sessions get deep: first the
     messages the server must answer, then keep-alives, then the end of the session."""
     phase = model.phase
-    following = {kind: model.table[(phase, C, kind)] for kind in model.allowed(C)}
+    following = {kind: model.table[(phase, C, MODELS[kind])] for kind in model.allowed(C)}
     answered = [kind for kind, after in following.items() if after not in (phase, Phase.DONE)]
     keep_alives = [kind for kind, after in following.items() if after is phase]
     endings = [kind for kind, after in following.items() if after is Phase.DONE]
@@ -696,7 +696,7 @@ def test_scripted_sessions_take_every_transition_of_both_tables(world: World) ->
         finally:
             session.close()
         seen.update((flow, *step) for step in session.seen)
-    every = {(flow, *key) for flow, table in FLOWS.items() for key in table}
+    every = {(flow, phase, sender, m.name_of(kind)) for flow, table in FLOWS.items() for (phase, sender, kind) in table}
     # the server's keep-alive while it commits comes only when verifying takes longer than its interval;
     # a following session goes on when the head moves or time passes: tests/integration/test_follow.py
     assert every - seen == {("push", Phase.COMMITTING, S, "Progress"), *FOLLOW_DRIVEN}

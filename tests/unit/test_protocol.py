@@ -25,7 +25,7 @@ from smart_transfer.protocol.connection import (
     PeerError,
 )
 from smart_transfer.protocol.errors import ErrorCode, MessageTooLargeDetails, ProtocolError, UnexpectedMessageDetails
-from smart_transfer.protocol.flows import FLOWS, TARBALL, Phase, Sender
+from smart_transfer.protocol.flows import FLOWS, MESSAGES, Phase, Sender, messages_of
 from smart_transfer.protocol.tarball import unpack_blocks
 
 hashes = st.binary(min_size=32, max_size=32).map(lambda d: str(Multihash(0x12, d)))
@@ -132,6 +132,7 @@ def test_arbitrary_frames_decode_or_raise_a_typed_error(frame: str | bytes) -> N
 
 
 SAMPLE_HASH = str(Multihash.of(b"sample"))
+TARBALL = m.name_of(m.MetadataTarball)
 PLAN = m.TransferPlan(num_blocks=1, num_objects=0, bytes_in_objects=0)
 #: One valid message of every type the tables name (the binary tarball included).
 SAMPLES: dict[str, m.Message | m.MetadataTarball] = {
@@ -162,6 +163,7 @@ SAMPLES: dict[str, m.Message | m.MetadataTarball] = {
     TARBALL: m.MetadataTarball(b"tarball bytes"),
 }
 MODELS = {kind: type(sample) for kind, sample in SAMPLES.items()}
+ERROR = m.Error(code=ErrorCode.BUSY, message="x")
 
 
 @pytest.mark.parametrize(
@@ -183,12 +185,32 @@ def test_a_peer_url_that_could_mean_something_else_is_refused(url: str) -> None:
 
 
 def test_every_message_of_the_tables_has_a_sample() -> None:
-    assert {kind for table in FLOWS.values() for (_, _, kind) in table} == set(SAMPLES)
+    assert {m.name_of(kind) for table in FLOWS.values() for (_, _, kind) in table} == set(SAMPLES)
+    assert all(m.name_of(kind) == kind.__name__ for kind in MODELS.values())  # the tag is the class name
+
+
+def test_the_tables_are_the_one_list_of_messages() -> None:
+    in_tables = {kind for table in FLOWS.values() for (_, _, kind) in table}
+    assert set(MESSAGES) == in_tables | {m.Error}
+    assert {kind for flow in FLOWS for kind in messages_of(flow)} == set(MESSAGES)
+    json_models = {kind for kind in MESSAGES if issubclass(kind, m.Message)}
+    assert set(codec.JSON_MESSAGES) == json_models and m.MetadataTarball not in json_models
+    for kind in json_models:  # the codec reads every JSON message of the tables, and only those
+        assert any(type(codec.decode(codec.encode(sample))) is kind for sample in [*SAMPLES.values(), ERROR])
+
+
+def test_a_binary_frame_is_the_tarball_and_a_text_frame_never_is() -> None:
+    decoded = codec.decode(b"any bytes")
+    assert isinstance(decoded, m.MetadataTarball) and decoded.data == b"any bytes"
+    assert codec.encode(decoded) == b"any bytes"
+    with pytest.raises(ProtocolError) as refused:
+        codec.decode('{"type": "MetadataTarball"}')
+    assert refused.value.code is ErrorCode.BAD_MESSAGE
 
 
 def _frame(kind: str) -> str | bytes:
     sample = SAMPLES[kind]
-    return sample.data if isinstance(sample, m.MetadataTarball) else codec.encode(sample)
+    return codec.encode(sample)
 
 
 def _expect_what_the_table_allows(connection: Connection) -> None:
@@ -196,7 +218,7 @@ def _expect_what_the_table_allows(connection: Connection) -> None:
     kinds = [
         k
         for k in connection.allowed(connection.peer)
-        if FLOWS[connection.flow][(connection.phase, connection.peer, k)] is not connection.phase
+        if FLOWS[connection.flow][(connection.phase, connection.peer, MODELS[k])] is not connection.phase
     ]
     if kinds:
         connection.expect(*(MODELS[k] for k in kinds))
@@ -213,9 +235,9 @@ def test_random_frames_follow_the_table_or_fail_typed(flow: str, side: Sender, k
         if connection.finished:
             break
         before = connection.phase
-        allowed = FLOWS[flow].get((before, connection.peer, kind))
+        allowed = FLOWS[flow].get((before, connection.peer, MODELS[kind])) if kind in MODELS else None
         _expect_what_the_table_allows(connection)
-        frame = codec.encode(m.Error(code=ErrorCode.BUSY, message="x")) if kind == "Error" else None
+        frame = codec.encode(ERROR) if kind == "Error" else None
         if kind == "Bogus":
             frame = '{"type": "Bogus"}'
         try:
@@ -387,3 +409,15 @@ def test_hostile_tarballs_are_refused(data: bytes, fragment: str) -> None:
     with pytest.raises(ProtocolError, match=fragment) as caught:
         unpack_blocks(data, max_expanded_bytes=1024 * 1024)
     assert caught.value.code is ErrorCode.INVALID_BLOCKS
+
+
+def test_a_driver_asks_by_class_whether_it_may_send_a_keep_alive_now() -> None:
+    connection = Connection("pull", Sender.CLIENT)
+    assert not connection.may_send(m.Progress) and connection.may_send(m.DatasetPullRequest)
+    connection.send(SAMPLES["DatasetPullRequest"])
+    connection.expect(m.DatasetPullResponse)
+    connection.receive(_frame("DatasetPullResponse"))
+    connection.send(SAMPLES["DatasetPullMetadataRequest"])
+    connection.expect(m.MetadataTarball)
+    assert isinstance(connection.receive(_frame(TARBALL)), m.MetadataTarball)  # a message like the others
+    assert connection.may_send(m.Progress) and not connection.may_send(m.MetadataTarball)

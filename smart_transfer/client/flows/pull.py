@@ -18,7 +18,7 @@ from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, Tr
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.model import ChainTip, Multihash, ObjectKind, ObjectRef, committed_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
@@ -26,6 +26,7 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach
+from smart_transfer.sync.heads import local_ahead
 from smart_transfer.transfer.limits import INLINE_WRITE_BYTES, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.mover import Transfer
 
@@ -160,25 +161,17 @@ async def _increment(job: _Job, channel: PullChannel) -> tuple[TransferSummary, 
         start = await channel.start(local, job.force, job.announce)
     except SmartTransferError as exc:
         if exc.code is ErrorCode.DIVERGED and isinstance(exc.details, DivergedDetails):
-            if _on_chain(local, exc.details.remote_head):
+            if local_ahead(local.contains, local.head, exc.details.remote_head):
                 return _local_ahead(summary), False
             raise _diverged(dataset.name) from None
         raise
-    if start.head != local.head and local.contains(start.head):
-        # the remote head is an older block of ours: nothing to pull, and force never drops our blocks
+    if local_ahead(local.contains, local.head, start.head):
         return _local_ahead(summary), True
     # checks, downloads and the local commit take time: keep the session alive meanwhile
     async with KeepAlive(channel, job.options.keepalive_interval) as beat:
         base = await asyncio.to_thread(_attach_pulled, dataset, local, start, job.force)
         await _fetch_objects(job, beat, start, base, summary)
     return summary, True
-
-
-def _on_chain(local: LocalChain, head: str) -> bool:
-    try:
-        return local.contains(Multihash.parse(head))
-    except ModelError:
-        return False  # not even a hash: certainly not ours
 
 
 def _local_ahead(summary: TransferSummary) -> TransferSummary:

@@ -12,7 +12,7 @@ from pathlib import Path
 from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transports.base import LocalChain, Transport, UploadTerms
+from smart_transfer.client.transports.base import LocalChain, PushStart, Transport, UploadTerms
 from smart_transfer.errors import DivergedError, SmartTransferError
 from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
@@ -23,10 +23,8 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.storage.digest import digest_file, md5_base64_from_hex, part_md5s
 from smart_transfer.storage.parts import layout, part_size_for
 from smart_transfer.sync.bundle import Bundle
+from smart_transfer.sync.heads import MAX_STALE_HEAD_RETRIES, StaleHead, after_invalid_head, remote_has_more
 from smart_transfer.transfer.mover import MoveResult, Transfer
-
-#: How often a push retries after learning that its record of the remote head was stale.
-MAX_STALE_HEAD_RETRIES = 3
 
 
 def _pull_first(name: str) -> DivergedError:
@@ -77,11 +75,12 @@ async def push(
             if exc.code is not ErrorCode.INVALID_HEAD or not isinstance(exc.details, InvalidHeadDetails):
                 raise
             actual = Multihash.parse(exc.details.actual) if exc.details.actual else None
-            if actual is not None and not local.contains(actual):
+            verdict = after_invalid_head(local.contains, expected, actual)
+            if verdict is StaleHead.PULL_FIRST:
                 raise _pull_first(dataset.name) from None
-            if actual == expected:
+            if verdict is StaleHead.FINAL:
                 raise
-            expected = actual  # our record of the remote head was stale: try again from the real one
+            expected = actual
     raise DivergedError(f"{dataset.name}: the remote head keeps moving; try again")
 
 
@@ -97,25 +96,15 @@ async def _push_once(
 ) -> TransferSummary:
     assert local.tip is not None
     tip = local.tip
-    # The plan bounds what the blocks tarball may expand to on the server: without force the blocks
-    # sent are exactly those after the expected head; a forced push may send any part of the chain.
-    after = expected if expected and local.contains(expected) and not force else None
-    guess = await asyncio.to_thread(local_bundle, dataset, tip, after)
-    refs = guess.objects()
-    plan = TransferPlan(num_blocks=len(guess.blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
+    after, guess, plan = await _planned(dataset, local, expected, force)
     async with transport.push(remote) as channel:
         start = await channel.start(local, expected, plan, force)
         current = start.current_head
         summary = TransferSummary("push", dataset.name, remote.url, hash_text(current), hash_text(current))
         summary.protocol = transport.name
-        if current is not None and not local.contains(current) and not force:
+        if remote_has_more(local.contains, current) and not force:
             raise _pull_first(dataset.name)
-        common = next((h for h in (current, start.common_block) if h is not None and local.contains(h)), None)
-        if common == tip.head and current != tip.head:
-            # forced, and the remote is ahead of us: resend our head block, so the remote moves back to it
-            common = dataset.hash_at(tip.sequence_number - 1) if tip.sequence_number > 0 else None
-        # the usual case: the remote is where we last left it, so the planned bundle is the one to send
-        bundle = guess if common == after else await asyncio.to_thread(local_bundle, dataset, tip, common)
+        bundle = await _bundle_to_send(dataset, local, start, after, guess)
         terms = await channel.send_blocks(bundle)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
         async with KeepAlive(channel, options.keepalive_interval) as beat:
@@ -126,8 +115,34 @@ async def _push_once(
     await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, remote.url, new_head)
     summary.new_head = str(new_head)
     summary.blocks = len(bundle.blocks)
-    summary.up_to_date = not bundle.blocks
+    summary.up_to_date = new_head == current  # no block sent, and no forced move back either
     return summary.finish()
+
+
+async def _planned(
+    dataset: DatasetRepository, local: LocalChain, expected: Multihash | None, force: bool
+) -> tuple[Multihash | None, Bundle, TransferPlan]:
+    """The block after which the push expects to send, its bundle, and the plan that bounds it. The plan
+    bounds what the blocks tarball may expand to on the server: without force the blocks sent are
+    exactly those after the expected head; a forced push may send any part of the chain."""
+    assert local.tip is not None
+    after = expected if expected and local.contains(expected) and not force else None
+    guess = await asyncio.to_thread(local_bundle, dataset, local.tip, after)
+    refs = guess.objects()
+    plan = TransferPlan(num_blocks=len(guess.blocks), num_objects=len(refs), bytes_in_objects=sum(r.size for r in refs))
+    return after, guess, plan
+
+
+async def _bundle_to_send(
+    dataset: DatasetRepository, local: LocalChain, start: PushStart, after: Multihash | None, guess: Bundle
+) -> Bundle:
+    """The blocks after the last common block. Forced, with the remote ahead of us, that is our head and
+    no block is sent: the remote moves its head back to our target head (sync.rewind_to), whichever the
+    transport. Usually the remote is where we last left it, so the planned bundle is the one to send."""
+    assert local.tip is not None
+    candidates = (start.current_head, start.common_block)
+    common = next((h for h in candidates if h is not None and local.contains(h)), None)
+    return guess if common == after else await asyncio.to_thread(local_bundle, dataset, local.tip, common)
 
 
 async def _upload(

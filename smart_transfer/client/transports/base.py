@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from smart_transfer.client.remote import RemoteDataset
+from smart_transfer.errors import FollowUnsupported
 from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.messages import ObjectFile, PeerSource, TransferPlan
 from smart_transfer.sync.bundle import Bundle
@@ -88,8 +89,8 @@ class PullChannel(ABC):
     async def follow(self, stop: asyncio.Event, keepalive_interval: float) -> Multihash | None:
         """Everything arrived and is committed locally: wait in the same session until the remote head
         moves (its new head; then ``start`` pulls the increment) or ``stop`` is set (None: the session
-        ended). Only the smart protocol can (the SDK refuses to follow over the simple one)."""
-        raise NotImplementedError("following needs the smart protocol")
+        ended). Only the smart protocol can: any other refuses with FollowUnsupported."""
+        raise FollowUnsupported()
 
 
 class PushChannel(ABC):

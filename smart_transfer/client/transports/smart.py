@@ -142,6 +142,7 @@ class SmartPush(PushChannel):
             transfer_plan=plan,
             force_update_if_diverged=force,
             known_blocks=[str(h) for h in local.known],
+            target_head=hash_text(local.head),
         )
         accepted = await self.session.request(request, DatasetPushRequestAccepted)
         current = Multihash.parse(accepted.current_head) if accepted.current_head else None

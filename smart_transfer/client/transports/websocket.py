@@ -129,7 +129,7 @@ class ClientSession:
     async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
         """A Progress message, when the table allows one now (keep-alives never break the order)."""
         async with self.lock:
-            if "Progress" in self.connection.allowed(Sender.CLIENT):
+            if self.connection.may_send(Progress):
                 await self.send(Progress(objects_done=objects_done, bytes_done=bytes_done))
 
     async def request(self, message: Message | MetadataTarball, *types: type[M]) -> M:

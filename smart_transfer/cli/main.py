@@ -86,6 +86,16 @@ def _lower_exit(exc: BaseException) -> tuple[int, str]:
     return EXIT_ERROR, f"unexpected {type(exc).__name__}: {exc}"  # a bug must still not show a traceback
 
 
+#: Longest error line (a lower layer's message may quote a whole document).
+MAX_ERROR_CHARS = 600
+
+
+def one_line(message: str) -> str:
+    """A failure's message as the one line the command prints: lines joined, cut at MAX_ERROR_CHARS."""
+    joined = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    return joined if len(joined) <= MAX_ERROR_CHARS else joined[: MAX_ERROR_CHARS - 1] + "…"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = build_parser().parse_args(argv)
@@ -98,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (Exception, KeyboardInterrupt) as exc:
         code, message = exit_code(exc)
-    print(f"smart-transfer: error: {message}", file=sys.stderr)
+    print(f"smart-transfer: error: {one_line(message)}", file=sys.stderr)
     return code
 
 

@@ -82,7 +82,10 @@ class Declared:
 
 
 def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e18 else str(value)
+    if isinstance(value, int):
+        text = str(value)
+        return text if len(text) <= 24 else f"{text[:12]}…({len(text)} digits)"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e18 else str(value)
 
 
 def setting(

@@ -19,6 +19,17 @@ def size(text: str) -> int:
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 
 
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def bucket(text: str) -> str:
+    """An S3 bucket name as S3 allows them: 3-63 lowercase letters, digits, dots and hyphens, starting
+    and ending with a letter or digit, no two dots in a row, not an IP address."""
+    if not _BUCKET.fullmatch(text) or ".." in text or re.fullmatch(r"[0-9.]+", text):
+        raise ValueError(f"not an S3 bucket name: {text!r} (3-63 of a-z, 0-9, '.', '-')")
+    return text
+
+
 def duration(text: str) -> float:
     """``90``, ``30m``, ``1h``, ``2d`` -> seconds; not negative."""
     stripped = text.strip()

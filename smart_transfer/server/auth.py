@@ -8,11 +8,14 @@ prints the secret once; the file never holds a usable secret. A write grant impl
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import hmac
 import logging
+import os
 import secrets
+import stat
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -64,7 +67,8 @@ def hash_token(token: str) -> str:
 
 
 def load_grants(path: Path) -> list[Grant]:
-    """The grants of a tokens file (TokensFileError when it is missing or malformed)."""
+    """The grants of a tokens file (TokensFileError when it is missing, not a regular file, or malformed)."""
+    _regular(path)
     try:
         entries = orjson.loads(path.read_bytes())["tokens"]
         grants = [
@@ -78,6 +82,8 @@ def load_grants(path: Path) -> list[Grant]:
         ]
     except FileNotFoundError:
         raise TokensFileError(f"no tokens file at {path}") from None
+    except OSError as exc:
+        raise TokensFileError(f"cannot read tokens file {path}: {exc.strerror or exc}") from None
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise TokensFileError(f"tokens file {path} is malformed: {exc}") from None
     if any(len(g.sha256) != 64 for g in grants):
@@ -147,6 +153,19 @@ class Authorizer:
         return grant
 
 
+def _regular(path: Path) -> None:
+    """A tokens file is a regular file (a device, a FIFO or a directory never is one: reading a FIFO
+    would wait for a writer, and replacing a device would harm the system)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TokensFileError(f"cannot use {path} as a tokens file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise TokensFileError(f"cannot use {path} as a tokens file: it is not a regular file")
+
+
 def _read_document(path: Path) -> dict[str, list[dict[str, object]]]:
     load_grants(path)  # the same checks the server makes
     document: dict[str, list[dict[str, object]]] = orjson.loads(path.read_bytes())
@@ -154,11 +173,20 @@ def _read_document(path: Path) -> dict[str, list[dict[str, object]]]:
 
 
 def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) -> None:
-    """Replace the tokens file atomically (mode 0600): a running server never reads half of it."""
-    temp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
-    temp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    temp.chmod(0o600)
-    temp.replace(path)
+    """Replace the tokens file atomically (mode 0600): a running server never reads half of it. A
+    symlink is followed (the file it points to is replaced, the link stays)."""
+    _regular(path)
+    target = Path(os.path.realpath(path))
+    temp = target.with_name(target.name + f".{secrets.token_hex(4)}.tmp")
+    try:
+        temp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        temp.chmod(0o600)
+        temp.replace(target)
+    except OSError as exc:
+        raise TokensFileError(f"cannot write tokens file {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            temp.unlink()
 
 
 def add_token(path: Path, subject: str, read: list[str], write: list[str]) -> str:

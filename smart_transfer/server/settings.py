@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smart_transfer.config import SettingError, check_settings, setting
+from smart_transfer.config.units import bucket
 from smart_transfer.config.units import size as parse_size
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, MAX_PEERS
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
@@ -76,7 +77,11 @@ class ServerSettings:
         metavar="URL",
     )
     s3_bucket: str | None = setting(
-        None, "--s3-bucket", "keep datasets in this S3 bucket instead of the embedded store", metavar="BUCKET"
+        None,
+        "--s3-bucket",
+        "keep datasets in this S3 bucket instead of the embedded store",
+        parse=bucket,
+        metavar="BUCKET",
     )
     s3_prefix: str = setting("", "--s3-prefix", "key prefix inside the bucket", metavar="PREFIX")
     s3_region: str | None = setting(None, "--s3-region", "S3 region (default: the AWS environment's)")

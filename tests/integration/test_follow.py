@@ -298,7 +298,6 @@ def test_the_simple_transport_refuses_to_follow_with_a_typed_error_the_cli_repor
     import asyncio
 
     from smart_transfer.cli.main import exit_code
-
     from smart_transfer.client.errors import FollowUnsupported
     from smart_transfer.client.transports.simple import SimplePull
 

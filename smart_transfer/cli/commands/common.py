@@ -41,6 +41,22 @@ def add_parser(commands: Commands, name: str, **options: Any) -> argparse.Argume
     return parser
 
 
+def dataset_name(text: str) -> str:
+    """An argparse type: a dataset name, checked when the command line is read (a usage error before
+    anything is opened or created)."""
+    from smart_transfer.model import DatasetName, InvalidDatasetName
+
+    try:
+        return str(DatasetName(text))
+    except InvalidDatasetName as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_dataset_argument(parser: argparse.ArgumentParser, **options: Any) -> None:
+    """The DATASET positional argument, checked as a dataset name."""
+    parser.add_argument("dataset", metavar="DATASET", type=dataset_name, **options)
+
+
 def add_workspace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",

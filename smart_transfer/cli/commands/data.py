@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from smart_transfer.cli.commands.common import (
     Commands,
+    add_dataset_argument,
     add_parser,
     add_workspace_option,
     existing_workspace,
@@ -98,7 +99,7 @@ def register(commands: Commands) -> None:
         "Only the slices and row groups that hold them are read. Sees the last committed state, never a pull "
         "in progress.",
     )
-    tail.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(tail)
     add_bounded(
         tail,
         "-n",
@@ -121,7 +122,7 @@ def register(commands: Commands) -> None:
         "chain order, one slice at a time; '-' writes to standard output. The file appears only when complete. "
         "Slices with differing schemas are written with their columns and types unified.",
     )
-    export.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(export)
     export.add_argument("output", metavar="OUT", help="the file to write, or - for standard output")
     export.add_argument(
         "--format", choices=("csv", "jsonl", "parquet"), default=None, help="default: from OUT's suffix"

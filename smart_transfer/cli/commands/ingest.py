@@ -9,7 +9,13 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from smart_transfer.cli.commands.common import add_parser, add_workspace_option, open_workspace, print_json
+from smart_transfer.cli.commands.common import (
+    add_dataset_argument,
+    add_parser,
+    add_workspace_option,
+    open_workspace,
+    print_json,
+)
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
 from smart_transfer.ingest.inputs import FORMATS
 
@@ -30,7 +36,7 @@ def register(subparsers: Any) -> None:
     parser = add_parser(
         subparsers, "ingest", help="ingest CSV, JSON or Parquet into a dataset with Spark", description=DESCRIPTION
     )
-    parser.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(parser)
     parser.add_argument(
         "--input",
         dest="inputs",

@@ -7,6 +7,7 @@ import argparse
 
 from smart_transfer.cli.commands.common import (
     Commands,
+    add_dataset_argument,
     add_parser,
     add_token_option,
     add_workspace_option,
@@ -120,15 +121,15 @@ def _register_remote(commands: Commands) -> None:
     )
     actions = remote.add_subparsers(dest="remote_command", metavar="ACTION", required=True)
     listing = add_parser(actions, "list", help="each dataset's remote")
-    listing.add_argument("dataset", metavar="DATASET", nargs="?", default=None, help="only this dataset")
+    add_dataset_argument(listing, nargs="?", default=None, help="only this dataset")
     listing.add_argument("--json", action="store_true", help="print a JSON array")
     listing.set_defaults(handler=run_remote_list)
     setting = add_parser(actions, "set", help="set (or replace) a dataset's remote")
-    setting.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(setting)
     setting.add_argument("url", metavar="URL", help="http(s)://HOST:PORT/DATASET")
     setting.set_defaults(handler=run_remote_set)
     removing = add_parser(actions, "remove", help="forget a dataset's remote")
-    removing.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(removing)
     removing.set_defaults(handler=run_remote_remove)
     for parser in (listing, setting, removing):
         add_workspace_option(parser)
@@ -143,7 +144,7 @@ def register(commands: Commands) -> None:
         description="Compare a workspace dataset with its remote (or URL) in one request; nothing is transferred. "
         "Exit: 0 same, ahead, behind or no remote dataset; 3 diverged.",
     )
-    status.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(status)
     status.add_argument("url", metavar="URL", nargs="?", default=None, help="default: the dataset's remote")
     add_token_option(status)
     status.add_argument("--json", action="store_true", help="print one JSON object")

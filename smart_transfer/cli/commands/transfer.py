@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from smart_transfer.cli.commands.common import (
     Commands,
+    add_dataset_argument,
     add_parser,
     add_token_option,
     add_workspace_option,
@@ -218,7 +219,7 @@ def register(commands: Commands) -> None:
         "the server verifies every one (size and MD5) before it moves the remote head. Objects the server "
         "already has are never uploaded again.",
     )
-    push.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(push)
     push.add_argument(
         "url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET (default: its remote)"
     )
@@ -234,7 +235,7 @@ def register(commands: Commands) -> None:
         "head: equal heads mean equal datasets, otherwise it says where the histories part. "
         "Exit: 0 whole, 1 problems found, 3 diverged.",
     )
-    verify.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(verify)
     verify.add_argument("url", metavar="URL", nargs="?", default=None, help="http(s)://HOST:PORT/DATASET")
     add_token_option(verify)
     verify.add_argument("--json", action="store_true", help="print one JSON report")

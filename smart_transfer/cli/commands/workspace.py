@@ -7,6 +7,7 @@ from pathlib import Path
 
 from smart_transfer.cli.commands.common import (
     Commands,
+    add_dataset_argument,
     add_parser,
     add_workspace_option,
     existing_workspace,
@@ -105,7 +106,7 @@ def register(commands: Commands) -> None:
         description="Append one AddData block per FILE (any bytes, Parquet typically), "
         "creating DATASET with a Seed block on first use.",
     )
-    add.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(add)
     add.add_argument("files", metavar="FILE", nargs="+")
     add_bounded(
         add,
@@ -120,7 +121,7 @@ def register(commands: Commands) -> None:
     add.set_defaults(handler=run_add)
 
     log = add_parser(commands, "log", help="print a dataset's chain, newest block first")
-    log.add_argument("dataset", metavar="DATASET")
+    add_dataset_argument(log)
     add_bounded(
         log,
         "--limit",

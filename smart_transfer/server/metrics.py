@@ -55,6 +55,11 @@ class Metrics:
             "Object bytes this server read or wrote for clients (zero on the smart path over S3)",
             registry=registry,
         )
+        self.preview_bytes = Counter(
+            "smart_transfer_preview_bytes",
+            "Data slice bytes the web view's preview read from the store (also in object_bytes_through_server)",
+            registry=registry,
+        )
         self.store_seconds = Histogram(
             "smart_transfer_store_seconds",
             "Duration of the server's own calls to its store (every attempt), by operation",

@@ -61,9 +61,9 @@ class UiServer:
 
 
 def _seed_datasets(url: str, workspace: Path, work: Path, writer: str) -> dict[str, str]:
-    """Push the test datasets: pub-rich (3 slices, a schema, an HTML description, an XSS record, 6
-    blocks), pub-b and pub-c (1 slice), secret-d (1 slice). Returns name -> URL."""
-    names = {n: f"{url}/{n}" for n in ("pub-rich", "pub-b", "pub-c", "secret-d")}
+    """Push the test datasets: pub-rich (3 slices, a schema, an HTML description, an XSS record, 7
+    blocks), pub-b, pub-c and secret-d (1 slice), raw-bytes (a slice that is not Parquet)."""
+    names = {n: f"{url}/{n}" for n in ("pub-rich", "pub-b", "pub-c", "raw-bytes", "secret-d")}
     add_slices(workspace, "pub-rich", work / "rich", [10, 10, 5], row_group_size=4)
     with Workspace(workspace) as opened:
         fields = (
@@ -76,6 +76,9 @@ def _seed_datasets(url: str, workspace: Path, work: Path, writer: str) -> dict[s
     _add_xss_slice(workspace, work / "xss", "pub-rich", 25)
     for name in ("pub-b", "pub-c", "secret-d"):
         add_slices(workspace, name, work / name, [3])
+    not_parquet = work / "raw.bin"
+    not_parquet.write_bytes(b"not parquet at all " * 10)
+    assert run_cli("add", "raw-bytes", str(not_parquet), "--records", "2", workspace=workspace).returncode == 0
     for name, dataset_url in names.items():
         summary(run_cli("push", name, dataset_url, "--token", writer, "--json", workspace=workspace))
     return names
@@ -102,7 +105,7 @@ def _add_xss_slice(workspace: Path, directory: Path, name: str, start: int) -> N
 
 @pytest.fixture(scope="module", params=["local", "s3"])
 def ui_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiServer]:
-    """A server per store with a tokens file (alice: pub-*, carol: everything) and four datasets."""
+    """A server per store with a tokens file (alice: pub-*, carol: everything) and five datasets."""
     s3 = request.getfixturevalue("s3_env") if request.param == "s3" else None
     root = tmp_path_factory.mktemp(f"ui-{request.param}")
     tokens_file = root / "tokens.json"
@@ -124,7 +127,7 @@ def ui_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             workspace,
             {
                 "alice": ["pub-b", "pub-c", "pub-rich"],
-                "carol": ["pub-b", "pub-c", "pub-rich", "secret-d"],
+                "carol": ["pub-b", "pub-c", "pub-rich", "raw-bytes", "secret-d"],
             },
         )
     finally:

@@ -176,7 +176,7 @@ def test_paging_and_filtering(ui_server: UiServer, browser: Any) -> None:
     assert browser.find_element(_by("ID"), "page-of").text == "page 1 of 2"
     browser.find_element(_by("ID"), "next-page").click()
     _wait(browser, lambda d: d.find_element(_by("ID"), "page-of").text == "page 2 of 2")
-    assert _listed(browser) == ["secret-d"]
+    assert _listed(browser) == ["raw-bytes", "secret-d"]
 
     browser.get(f"{url}/ui?sort=blocks&order=desc")
     assert _listed(browser)[0] == "pub-rich"
@@ -224,6 +224,14 @@ def test_bad_input_gets_a_page_saying_so(ui_server: UiServer, browser: Any) -> N
         code, body = _status(f"{url}{path}", cookie=token)
         assert code == status and b"Traceback" not in body, path
     screenshot(browser, f"error-{ui_server.backend}")
+
+
+def test_a_slice_that_is_not_parquet_is_said_on_the_page(ui_server: UiServer, browser: Any) -> None:
+    _sign_in(browser, ui_server.server.url, ui_server.tokens["carol"])
+    browser.get(f"{ui_server.server.url}/ui/datasets/raw-bytes")
+    problem = browser.find_element(_by("ID"), "preview-problem").text
+    assert problem.startswith("the last records cannot be read") and "Traceback" not in browser.page_source
+    assert _sequences(browser) == [1, 0]  # the rest of the page is there
 
 
 def test_server_page_and_the_root_redirect(ui_server: UiServer, browser: Any) -> None:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from smart_transfer.model import ModelError
+from smart_transfer.repo.errors import DatasetNotFound
 from smart_transfer.server.state import ServerState
-from smart_transfer.server.ui.views import AboutCache, ChainRow, DatasetRow, chain_rows, dataset_row, preview
+from smart_transfer.server.ui.views import ChainRow, DatasetRow, Remembered, chain_rows, dataset_row, preview
 from smart_transfer.server.ui.visitor import Visitor
 
 #: Datasets per page of the list, unless ``?per=`` says otherwise (within PER_PAGE_RANGE).
@@ -85,7 +86,7 @@ def sort_of(sort: str | None, order: str | None) -> tuple[str, str]:
 
 
 def datasets_page(
-    state: ServerState, visitor: Visitor, query: str, sort: tuple[str, str], page: int, per: int
+    state: ServerState, memory: Remembered, visitor: Visitor, query: str, sort: tuple[str, str], page: int, per: int
 ) -> dict[str, Any]:
     """The datasets the visitor may read that match ``query``, sorted, one page of them."""
     if len(query) > MAX_FILTER_CHARS:
@@ -95,8 +96,8 @@ def datasets_page(
     rows: list[DatasetRow] = []
     for name in wanted:
         try:
-            rows.append(dataset_row(state.repository.dataset(name)))
-        except ModelError:
+            rows.append(memory.summary(state.repository.dataset(name)))
+        except (ModelError, DatasetNotFound):
             continue  # removed since it was listed
     column, direction = sort
     rows.sort(key=lambda row: (row.sort_key(column), row.name), reverse=direction == "desc")
@@ -112,12 +113,12 @@ def _count_preview(state: ServerState, count: int) -> None:
 
 
 def dataset_page(
-    state: ServerState, about: AboutCache, name: str, page: int, per: int, base_url: str
+    state: ServerState, memory: Remembered, name: str, page: int, per: int, base_url: str
 ) -> dict[str, Any]:
     """One dataset: summary, the page of its chain (newest first), schema, preview, peers."""
     repo = state.repository.dataset(name)
-    summary = dataset_row(repo)
     tip = repo.require_tip()
+    summary = memory.summaries.get(repo.name, tip.head, lambda: dataset_row(repo))
     paging = Paging.of(page, tip.sequence_number + 1, per, "the chain")
     last = tip.sequence_number - (paging.number - 1) * per
     chain: list[ChainRow] = chain_rows(repo, tip, max(0, last - per + 1), last)
@@ -125,7 +126,7 @@ def dataset_page(
         "summary": summary,
         "paging": paging,
         "chain": chain,
-        "about": about.about(repo, tip),
+        "about": memory.about_of(repo, tip),
         "preview": preview(repo, tip, lambda count: _count_preview(state, count)),
         "peers": state.peers.listed(repo),
         "pull": f"smart-transfer pull {base_url}/{repo.name}",

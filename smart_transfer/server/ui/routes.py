@@ -31,7 +31,7 @@ from smart_transfer.server.ui.pages import (
 )
 from smart_transfer.server.ui.render import SECURITY_HEADERS, STATIC_DIR, error_page, page
 from smart_transfer.server.ui.status import server_values
-from smart_transfer.server.ui.views import AboutCache
+from smart_transfer.server.ui.views import Remembered
 from smart_transfer.server.ui.visitor import (
     MAX_TOKEN_CHARS,
     Visitor,
@@ -115,7 +115,7 @@ async def _answer(state: ServerState, request: Request, build: Callable[[Visitor
 def ui_router(state: ServerState) -> APIRouter:
     """The routes of the web view (pages, sign-in and sign-out, its two static files)."""
     router = APIRouter(prefix=UI_PREFIX, include_in_schema=False)
-    about = AboutCache()
+    memory = Remembered()
 
     @router.get("")
     @router.get("/")
@@ -128,6 +128,7 @@ def ui_router(state: ServerState) -> APIRouter:
             values = await asyncio.to_thread(
                 datasets_page,
                 state,
+                memory,
                 visitor,
                 query,
                 (column, direction),
@@ -148,7 +149,7 @@ def ui_router(state: ServerState) -> APIRouter:
             values = await asyncio.to_thread(
                 dataset_page,
                 state,
-                about,
+                memory,
                 name,
                 page_number(raw.get("page")),
                 per_page(raw.get("per"), BLOCKS_PER_PAGE),

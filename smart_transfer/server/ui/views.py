@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from smart_transfer.model import AddData, ChainTip, DataField, Seed, SetDataSchema, SetInfo, decode_block
+from smart_transfer.model import AddData, ChainTip, DataField, Multihash, Seed, SetDataSchema, SetInfo, decode_block
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.errors import DatasetNotFound
 from smart_transfer.repo.rows import ReadBudget, ReadBudgetExceeded, tail_from_store
 from smart_transfer.server.rest_read import describe
 
@@ -21,8 +23,9 @@ PREVIEW_ROWS = 20
 PREVIEW_MAX_BYTES = 8 * 1024 * 1024
 #: Characters of one preview value shown (longer ones end with an ellipsis).
 PREVIEW_CELL_CHARS = 200
-#: Datasets whose schema and description are remembered (by head) so a walk happens once per head.
-SCHEMA_CACHE_ENTRIES = 256
+#: Heads whose summary, schema and description the pages remember (so a scan happens once per head).
+HEADS_REMEMBERED = 1024
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -119,30 +122,52 @@ def chain_rows(repo: DatasetRepository, tip: ChainTip, first: int, last: int) ->
     return rows
 
 
-class AboutCache:
-    """The newest SetDataSchema and SetInfo of each chain, found by one scan of the index per head
-    (blocks whose bytes do not name those events are not decoded) and remembered."""
+class PerHead(Generic[T]):
+    """Values computed from one head of a dataset (which never change: blocks are content-addressed),
+    remembered for the last ``entries`` heads used."""
 
-    def __init__(self, entries: int = SCHEMA_CACHE_ENTRIES) -> None:
+    def __init__(self, entries: int = HEADS_REMEMBERED) -> None:
         self._entries = entries
-        self._known: OrderedDict[str, About] = OrderedDict()
+        self._known: OrderedDict[str, T] = OrderedDict()
         self._lock = threading.Lock()
 
-    def about(self, repo: DatasetRepository, tip: ChainTip) -> About:
-        key = f"{repo.name}\0{tip.head}"
+    def get(self, name: str, head: Multihash, compute: Callable[[], T]) -> T:
+        """The value for ``name`` at ``head``, computed on first use."""
+        key = f"{name}\0{head}"
         with self._lock:
             if key in self._known:
                 self._known.move_to_end(key)
                 return self._known[key]
-        found = _scan_about(repo, tip)
+        value = compute()
         with self._lock:
-            self._known[key] = found
+            self._known[key] = value
             while len(self._known) > self._entries:
                 self._known.popitem(last=False)
-        return found
+        return value
 
 
-def _scan_about(repo: DatasetRepository, tip: ChainTip) -> About:
+@dataclass
+class Remembered:
+    """What the pages remember per head: a dataset's summary (its object totals are a scan of the
+    index) and its newest schema and description (a scan of the chain)."""
+
+    summaries: PerHead[DatasetRow] = field(default_factory=PerHead)
+    about: PerHead[About] = field(default_factory=PerHead)
+
+    def summary(self, repo: DatasetRepository) -> DatasetRow:
+        """The summary at the stored head (one read of the head reference)."""
+        head = repo.head()
+        if head is None:
+            raise DatasetNotFound(repo.name)
+        return self.summaries.get(repo.name, head, lambda: dataset_row(repo))
+
+    def about_of(self, repo: DatasetRepository, tip: ChainTip) -> About:
+        return self.about.get(repo.name, tip.head, lambda: scan_about(repo, tip))
+
+
+def scan_about(repo: DatasetRepository, tip: ChainTip) -> About:
+    """The newest SetDataSchema and SetInfo of the chain ending at ``tip``, found in one scan of the
+    index (blocks whose bytes do not name those events are not decoded)."""
     schema: SetDataSchema | None = None
     info: SetInfo | None = None
     for block_hash, data in repo.index.chain_blocks(repo.name, 0, tip.sequence_number):

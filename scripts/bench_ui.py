@@ -3,9 +3,9 @@ default): the datasets list, a dataset's first and last chain pages (cold: the f
 scans the chain once for its schema; then warm), and the server page. The dataset has real Parquet
 slices at both ends of the chain and watermark-only blocks between, so the preview reads rows.
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/bench_ui.py [--blocks 100000] [--reps 5] [--screenshot]
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_ui.py [--blocks 100000] [--reps 5] [--screenshot] [--s3]
 
-Prints one line per page and writes bench-results/ui/timings.json; with --screenshot it also saves
+Prints one line per page and records them in bench-results/ui/timings.json (by store); with --screenshot it also saves
 the dataset page as seen in headless Chromium to bench-results/ui/readme-dataset.png (the README's)."""
 
 from __future__ import annotations
@@ -91,10 +91,24 @@ def run(*args: str) -> str:
     return result.stdout
 
 
-def serve(root: Path) -> tuple[subprocess.Popen[str], str]:
+def store_args(s3: bool) -> list[str]:
+    """``serve`` options: the embedded store, or a fresh prefix on the S3 that the test variables name
+    (``eval "$(scripts/s3-local.sh env DIR PORT)"``)."""
+    if not s3:
+        return []
+    endpoint, bucket = (
+        os.environ.get("SMART_TRANSFER_TEST_S3_ENDPOINT"),
+        os.environ.get("SMART_TRANSFER_TEST_S3_BUCKET"),
+    )
+    if not endpoint or not bucket:
+        raise SystemExit("--s3 needs SMART_TRANSFER_TEST_S3_ENDPOINT and _BUCKET (scripts/s3-local.sh env)")
+    return ["--s3-endpoint", endpoint, "--s3-bucket", bucket, "--s3-prefix", f"bench-ui-{os.getpid()}-{time.time_ns()}"]
+
+
+def serve(root: Path, s3: bool) -> tuple[subprocess.Popen[str], str]:
     """A server on an ephemeral port, and its URL."""
     process = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root)],
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root), *store_args(s3)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -167,21 +181,29 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--screenshot", action="store_true")
+    parser.add_argument("--s3", action="store_true", help="serve from the local S3 instead of the embedded store")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ui-") as temp:
         work = Path(temp)
         started = time.perf_counter()
         build(work / "ws", work, args.blocks)
         print(f"built a {args.blocks}-block dataset in {time.perf_counter() - started:.1f} s", flush=True)
-        process, base = serve(work / "server")
+        process, base = serve(work / "server", args.s3)
         try:
             started = time.perf_counter()
             run("push", NAME, f"{base}/{NAME}", "--workspace", str(work / "ws"))
             print(f"pushed it in {time.perf_counter() - started:.1f} s", flush=True)
             figures = measure(base, args.blocks, args.reps)
             OUT.mkdir(parents=True, exist_ok=True)
-            report = {"blocks": args.blocks, "reps": args.reps, "cpus": os.cpu_count(), "pages": figures}
-            (OUT / "timings.json").write_text(json.dumps(report, indent=2) + "\n")
+            path = OUT / "timings.json"
+            report = json.loads(path.read_text()) if path.exists() else {}
+            report["s3" if args.s3 else "embedded"] = {
+                "blocks": args.blocks,
+                "reps": args.reps,
+                "cpus": os.cpu_count(),
+                "pages": figures,
+            }
+            path.write_text(json.dumps(report, indent=2) + "\n")
             if args.screenshot:
                 screenshot(f"{base}/ui/datasets/{NAME}", OUT / "readme-dataset.png")
         finally:

@@ -195,7 +195,7 @@ def tail_from_store(
     first, last = max(0, tip.next_offset - max(count, 1)), tip.next_offset - 1
     try:
         parts: list[tuple[pq.ParquetFile, SliceEntry]] = [
-            (pq.ParquetFile(StoreFile(dataset, entry, budget)), entry)
+            (pq.ParquetFile(StoreFile(dataset, entry, budget), pre_buffer=True), entry)
             for entry in ChainSlices(dataset, tip).for_offsets(first, last)
         ]
         schema = combined_schema([parquet.schema_arrow for parquet, _ in parts])

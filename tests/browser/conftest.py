@@ -103,7 +103,7 @@ def _add_xss_slice(workspace: Path, directory: Path, name: str, start: int) -> N
     assert result.returncode == 0, result.stderr
 
 
-@pytest.fixture(scope="module", params=["local", "s3"])
+@pytest.fixture(scope="module", params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def ui_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiServer]:
     """A server per store with a tokens file (alice: pub-*, carol: everything) and five datasets."""
     s3 = request.getfixturevalue("s3_env") if request.param == "s3" else None

@@ -23,8 +23,6 @@ from tests.browser.conftest import (
 )
 from tests.conftest import run_cli, summary
 
-pytestmark = pytest.mark.s3  # the s3 parameter needs the local S3 server
-
 
 def _by(kind: str) -> Any:
     from selenium.webdriver.common.by import By

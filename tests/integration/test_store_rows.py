@@ -42,3 +42,16 @@ def test_a_read_past_its_budget_stops_with_a_clear_error(workspace: Path) -> Non
         with pytest.raises(ReadBudgetExceeded, match="64 bytes"):
             tail_from_store(dataset, dataset.require_tip(), 5, budget, seen.append)
     assert seen == [budget.spent] and budget.spent <= 64
+
+
+def test_blocks_without_data_after_the_last_slice_change_nothing(tmp_path: Path) -> None:
+    from smart_transfer.model import AddData
+
+    add_slices(tmp_path / "ws", "tailing", tmp_path / "in", [12, 9], row_group_size=4)
+    with Workspace(tmp_path / "ws") as opened:
+        opened.dataset("tailing").append([AddData(new_watermark="2024-01-01T00:00:00Z")] * 50)
+    with Workspace(tmp_path / "ws", read_only=True) as opened:
+        dataset = opened.dataset("tailing")
+        rows = tail_from_store(dataset, dataset.require_tip(), 11, ReadBudget(1 << 20), lambda _: None)
+        assert rows.to_pylist() == LocalDataset(opened, "tailing").tail(11).to_pylist()
+    assert rows.column("offset").to_pylist() == list(range(10, 21))

@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps serve test test-faults test-unit lint typecheck specs demo bench s3-start s3-stop clean
+.PHONY: install node-deps chromium serve test test-faults test-unit lint typecheck specs demo bench s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ $(NODE_DEPS): tools/asyncapi-validate/package-lock.json
 
 node-deps: $(NODE_DEPS)
 
+# Headless Chromium and chromedriver (Debian packages) for the browser tests (tests/browser); once.
+chromium:
+	bash scripts/chromium-local.sh
+
 # Regenerate asyncapi/ and openapi/ from the code (a test fails when they drift).
 specs: install
 	$(BIN)/python scripts/specs.py
@@ -40,7 +44,7 @@ serve: install
 	$(BIN)/smart-transfer serve --host $(HOST) --port $(PORT) --root $(ROOT)
 
 # Starts the local S3 server (installing Ceph RGW if missing), runs every test, stops S3 even on failure.
-test: install node-deps
+test: install node-deps chromium
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
 
 # The long fault runs: clients killed at many random points, server killed mid-push, S3 outage and S3 paused

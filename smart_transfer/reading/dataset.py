@@ -19,15 +19,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-import numpy
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from smart_transfer.errors import LocalError, sdk_errors
 from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.repo import Workspace
+from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
 from smart_transfer.repo.slices import ChainSlices, SliceEntry
 
 if TYPE_CHECKING:
@@ -136,21 +135,17 @@ class LocalDataset:
         """One schema for the selected slices (read from their footers only): theirs when they agree,
         else the columns of all with types widened."""
         schemas = [self._parquet(entry, pq.read_schema) for entry in selection.entries]
-        if not schemas:
-            return pa.schema([])
-        if all(s.equals(schemas[0], check_metadata=True) for s in schemas):
-            return schemas[0]
         try:
-            return pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise LocalError(ErrorCode.INTERNAL, f"{self.name}: the slices' schemas do not combine: {exc}") from None
+            return combined_schema(schemas)
+        except ValueError as exc:
+            raise LocalError(ErrorCode.INTERNAL, f"{self.name}: {exc}") from None
 
     def tables(self, selection: Selection, schema: pa.Schema) -> Iterator[pa.Table]:
         """The selected records slice by slice, in chain order, each as a table of ``schema``."""
         for entry in selection.entries:
             table = self._parquet(entry, partial(_read_rows, entry=entry, selection=selection))
             try:
-                yield _conform(table, schema)
+                yield conform(table, schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                 raise LocalError(
                     ErrorCode.INTERNAL, f"{self.name}: slice of block {entry.sequence_number} does not fit: {exc}"
@@ -161,7 +156,7 @@ class LocalDataset:
         selection = self.select(offsets=offsets, blocks=blocks)
         schema = self.schema(selection)
         tables = list(self.tables(selection, schema))
-        return pa.concat_tables(tables) if tables else _empty(schema)
+        return pa.concat_tables(tables) if tables else empty_table(schema)
 
     def to_pandas(self, *, offsets: Range | None = None, blocks: Range | None = None) -> pandas.DataFrame:
         """The selected records as a pandas DataFrame (needs pandas installed)."""
@@ -177,10 +172,7 @@ class LocalDataset:
             raise LocalError(ErrorCode.INVALID_REQUEST, "the number of records to show cannot be negative")
         if self.records == 0:
             return self.to_arrow()
-        table = self.to_arrow(offsets=(max(0, self.records - max(count, 1)), None))
-        if OFFSET_COLUMN in table.column_names:
-            table = table.sort_by(OFFSET_COLUMN)
-        return table.slice(max(0, len(table) - count)) if count else table.slice(0, 0)
+        return last_records(self.to_arrow(offsets=(max(0, self.records - max(count, 1)), None)), count)
 
     def to_spark(self, spark: Any, *, offsets: Range | None = None, blocks: Range | None = None) -> Any:
         """The selected records as a Spark DataFrame read by Spark itself from the slice files (as
@@ -240,83 +232,6 @@ def open_dataset(workspace: Path | str | None, name: str) -> LocalDataset:
         raise
 
 
-def _offset_spans(metadata: pq.FileMetaData, entry: SliceEntry) -> list[tuple[int, int]]:
-    """Each row group's first and last offset: from the offset column's statistics, else (no such
-    column) from the row positions; a group without statistics may hold any of the slice's offsets."""
-    column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
-    spans, position = [], entry.first_offset
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        span = (position, position + group.num_rows - 1)
-        if column is not None:
-            stats = group.column(column).statistics
-            has_range = stats is not None and stats.has_min_max
-            span = (int(stats.min), int(stats.max)) if has_range else (entry.first_offset, entry.last_offset)
-        spans.append(span)
-        position += group.num_rows
-    return spans
-
-
 def _read_rows(path: Path, entry: SliceEntry, selection: Selection) -> pa.Table:
-    """The selected records of one slice: only row groups that may hold them are read."""
-    parquet = pq.ParquetFile(path)
-    if selection.whole(entry):
-        return parquet.read()
-    first, last = selection.first, selection.last
-    has_column = OFFSET_COLUMN in parquet.schema_arrow.names
-    parts = []
-    for index, (low, high) in enumerate(_offset_spans(parquet.metadata, entry)):
-        if high < first or low > last:
-            continue
-        group = parquet.read_row_group(index)
-        if has_column:
-            group = _within(group, first, last)
-        else:
-            start = max(first, low) - low
-            group = group.slice(start, min(last, high) - low - start + 1)
-        parts.append(group)
-    return pa.concat_tables(parts) if parts else _empty(parquet.schema_arrow)
-
-
-def _empty(schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_batches([], schema=schema)  # Schema.empty_table() would import pandas
-
-
-def _integers(column: pa.ChunkedArray) -> numpy.ndarray[Any, Any] | None:
-    """An integer column without nulls as one numpy array, read from its buffers (None for any other
-    column). Not ``to_numpy()``: pyarrow then imports pandas when installed, 0.5 s of a 1 s ``tail``."""
-    parts = []
-    for chunk in column.chunks:
-        if not pa.types.is_integer(chunk.type) or chunk.null_count:
-            return None
-        kind = "i" if pa.types.is_signed_integer(chunk.type) else "u"
-        dtype = numpy.dtype(f"{kind}{chunk.type.bit_width // 8}")
-        values = chunk.buffers()[1]
-        parts.append(numpy.frombuffer(values, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize))
-    return numpy.concatenate(parts) if parts else numpy.empty(0, numpy.int64)
-
-
-def _within(table: pa.Table, first: int, last: int) -> pa.Table:
-    """The rows of ``table`` whose offset is within ``first..last``. Rows in offset order (as ingest
-    writes them) are one slice of the table, cut without a compute kernel (pyarrow's import pandas);
-    otherwise they are picked one by one."""
-    column = table.column(OFFSET_COLUMN)
-    offsets = _integers(column)
-    if offsets is None:
-        return table.filter(pc.and_(pc.greater_equal(column, first), pc.less_equal(column, last)))
-    picked = numpy.flatnonzero((offsets >= first) & (offsets <= last))
-    if len(picked) and picked[-1] - picked[0] + 1 == len(picked):
-        return table.slice(int(picked[0]), len(picked))
-    return table.take(pa.array(picked, pa.int64())) if len(picked) else table.slice(0, 0)
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns (missing ones null) and types."""
-    if table.schema.equals(schema):
-        return table
-    names = set(table.column_names)
-    columns = [
-        table.column(field.name).cast(field.type) if field.name in names else pa.nulls(len(table), field.type)
-        for field in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+    """The selected records of one slice file (see repo.rows.read_rows)."""
+    return read_rows(pq.ParquetFile(path), entry, selection.first, selection.last)

@@ -76,7 +76,9 @@ class ChainSlices:
         if first > last:
             return []
         entries = []
-        for entry in self.in_blocks(self.block_holding(first), self.tip.sequence_number):
+        # the block holding ``last`` ends the walk: blocks after it (watermarks, checkpoints, later
+        # slices) hold none of the wanted records, so a long tail of them costs nothing
+        for entry in self.in_blocks(self.block_holding(first), self.block_holding(last)):
             if entry.first_offset > last:
                 break
             entries.append(entry)

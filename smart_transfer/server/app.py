@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header
+from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
@@ -30,6 +31,7 @@ from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
+from smart_transfer.server.ui import UI_PREFIX, ui_router, wants_html
 from smart_transfer.storage import StorageError
 
 
@@ -62,15 +64,22 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
     app.include_router(ops_router(state))  # before GET /{dataset}: these names are reserved
+    app.include_router(ui_router(state))  # the web view: /ui is reserved too
 
     @app.get(
         "/",
         operation_id="describeServer",
         summary="Describe the server and the datasets the token may read",
+        description="A browser (an Accept header preferring text/html to application/json) is sent to the "
+        "web view at /ui instead; every other client gets this JSON.",
         response_model=ServerInfo,
-        responses=error_responses(),
+        responses={303: {"description": "a browser: see the web view at Location (/ui)"}, **error_responses()},
     )
-    async def describe_server(authorization: Annotated[str | None, Header()] = None) -> ServerInfo:
+    async def describe_server(
+        request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> ServerInfo | Response:
+        if wants_html(request.headers.get("accept")):
+            return RedirectResponse(UI_PREFIX, status_code=303, headers={"Vary": "Accept"})
         grant = state.authorizer.subject(authorization)
         names = await run_in_threadpool(
             lambda: [str(n) for n in repository.dataset_names() if grant is None or grant.allows(n, Access.READ)]

@@ -48,6 +48,11 @@ class Metrics:
             "smart_transfer_object_bytes_through_server",
             "Object bytes this server read or wrote for clients (zero on the smart path over S3)",
         )
+        self.preview_bytes = Counter(
+            "smart_transfer_preview_bytes",
+            "Data slice bytes the web view's preview read from the store (also in object_bytes_through_server)",
+            registry=registry,
+        )
         self.store_seconds = Histogram(
             "smart_transfer_store_seconds",
             "Duration of the server's own calls to its store (every attempt), by operation",

@@ -38,7 +38,9 @@ async def run(function: Any, *args: Any) -> Any:
     return await asyncio.to_thread(function, *args)
 
 
-def _describe(repo: DatasetRepository, block: str | None) -> DatasetInfo:
+def describe(repo: DatasetRepository, block: str | None) -> DatasetInfo:
+    """A dataset as `GET /{dataset}` describes it (syncing the index to its head first); with
+    ``block``, where that block is on the chain."""
     tip = repo.require_tip()
     position = None
     if block is not None:
@@ -78,7 +80,7 @@ async def describe_dataset(
         ),
     ] = None,
 ) -> DatasetInfo:
-    info: DatasetInfo = await run(_describe, dataset_of(state, dataset), block)
+    info: DatasetInfo = await run(describe, dataset_of(state, dataset), block)
     return info
 
 

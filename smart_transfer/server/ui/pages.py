@@ -1,0 +1,133 @@
+"""Each page's values, gathered from the repository in one blocking call (run in a thread), and the
+checks of the pages' query parameters (a bad one is a PageError: a page with status 400 or 404)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from smart_transfer.model import ModelError
+from smart_transfer.repo.errors import DatasetNotFound
+from smart_transfer.server.state import ServerState
+from smart_transfer.server.ui.views import ChainRow, DatasetRow, Remembered, chain_rows, dataset_row, preview
+from smart_transfer.server.ui.visitor import Visitor
+
+#: Datasets per page of the list, unless ``?per=`` says otherwise (within PER_PAGE_RANGE).
+DATASETS_PER_PAGE = 100
+#: Blocks per page of a dataset's chain, unless ``?per=`` says otherwise.
+BLOCKS_PER_PAGE = 50
+#: The page sizes ``?per=`` may ask for.
+PER_PAGE_RANGE = (1, 500)
+#: Columns the dataset list sorts by (``?sort=``), and the order of each unless ``?order=`` says.
+SORTS = {
+    "name": "asc",
+    "blocks": "desc",
+    "records": "desc",
+    "data_bytes": "desc",
+    "checkpoint_bytes": "desc",
+    "last_commit": "desc",
+}
+#: Longest filter text (``?q=``).
+MAX_FILTER_CHARS = 100
+
+
+class PageError(Exception):
+    """A request the page cannot answer: status (400, 404) and one sentence."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+def whole_number(text: str | None, what: str, default: int, bounds: tuple[int, int]) -> int:
+    """A query parameter holding a whole number within ``bounds`` (PageError 400 otherwise)."""
+    if text is None or text == "":
+        return default
+    low, high = bounds
+    if not text.isascii() or not text.isdigit() or not low <= int(text) <= high:
+        raise PageError(400, f"{what} must be a whole number from {low} to {high}, not {text[:40]!r}")
+    return int(text)
+
+
+def page_number(text: str | None) -> int:
+    return whole_number(text, "page", 1, (1, 10**9))
+
+
+def per_page(text: str | None, default: int) -> int:
+    return whole_number(text, "per", default, PER_PAGE_RANGE)
+
+
+@dataclass(frozen=True)
+class Paging:
+    """Which page of how many."""
+
+    number: int
+    count: int
+    per: int
+
+    @classmethod
+    def of(cls, number: int, total: int, per: int, what: str) -> Paging:
+        count = max(1, math.ceil(total / per))
+        if number > count:
+            raise PageError(404, f"page {number} is past the end: {what} has {count} page(s) of {per}")
+        return cls(number, count, per)
+
+
+def sort_of(sort: str | None, order: str | None) -> tuple[str, str]:
+    """The list's sort column and order (PageError 400 for anything else)."""
+    column = sort or "name"
+    if column not in SORTS:
+        raise PageError(400, f"sort must be one of {', '.join(SORTS)}, not {column[:40]!r}")
+    direction = order or SORTS[column]
+    if direction not in ("asc", "desc"):
+        raise PageError(400, f"order must be asc or desc, not {direction[:40]!r}")
+    return column, direction
+
+
+def datasets_page(
+    state: ServerState, memory: Remembered, visitor: Visitor, query: str, sort: tuple[str, str], page: int, per: int
+) -> dict[str, Any]:
+    """The datasets the visitor may read that match ``query``, sorted, one page of them."""
+    if len(query) > MAX_FILTER_CHARS:
+        raise PageError(400, f"the filter is longer than {MAX_FILTER_CHARS} characters")
+    names = [str(n) for n in state.repository.dataset_names() if visitor.may_read(str(n))]
+    wanted = [n for n in names if query.lower() in n.lower()]
+    rows: list[DatasetRow] = []
+    for name in wanted:
+        try:
+            rows.append(memory.summary(state.repository.dataset(name)))
+        except (ModelError, DatasetNotFound):
+            continue  # removed since it was listed
+    column, direction = sort
+    rows.sort(key=lambda row: (row.sort_key(column), row.name), reverse=direction == "desc")
+    paging = Paging.of(page, len(rows), per, "the list")
+    first = (paging.number - 1) * per
+    return {"rows": rows[first : first + per], "paging": paging, "total": len(rows), "readable": len(names)}
+
+
+def _count_preview(state: ServerState, count: int) -> None:
+    """The preview's bytes are data bytes through the server: counted there, and on their own."""
+    state.count_object_bytes(count)
+    state.metrics.preview_bytes.inc(count)
+
+
+def dataset_page(
+    state: ServerState, memory: Remembered, name: str, page: int, per: int, base_url: str
+) -> dict[str, Any]:
+    """One dataset: summary, the page of its chain (newest first), schema, preview, peers."""
+    repo = state.repository.dataset(name)
+    tip = repo.require_tip()
+    summary = memory.summaries.get(repo.name, tip.head, lambda: dataset_row(repo))
+    paging = Paging.of(page, tip.sequence_number + 1, per, "the chain")
+    last = tip.sequence_number - (paging.number - 1) * per
+    chain: list[ChainRow] = chain_rows(repo, tip, max(0, last - per + 1), last)
+    return {
+        "summary": summary,
+        "paging": paging,
+        "chain": chain,
+        "about": memory.about_of(repo, tip),
+        "preview": preview(repo, tip, lambda count: _count_preview(state, count)),
+        "peers": state.peers.listed(repo),
+        "pull": f"smart-transfer pull {base_url}/{repo.name}",
+    }

@@ -11,7 +11,6 @@ the dataset page as seen in headless Chromium to bench-results/ui/readme-dataset
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = [
     sys.executable,
     "-m",
-    "smart_transfer.cli.main" if importlib.util.find_spec("smart_transfer.cli") else "smart_transfer.client.cli",
+    "smart_transfer.cli.main",
 ]
 OUT = ROOT / "bench-results" / "ui"
 #: Bounds on the server's start and on one page's answer (seconds).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from smart_transfer.client.read import LocalDataset
+from smart_transfer.reading.dataset import LocalDataset
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.rows import ReadBudget, ReadBudgetExceeded, tail_from_store
 from tests.slices import add_slices

@@ -167,6 +167,12 @@ def ui_router(state: ServerState) -> APIRouter:
         return await _answer(state, request, build)
 
     _sign_in_routes(router, state)
+    _static_routes(router, state)
+    return router
+
+
+def _static_routes(router: APIRouter, state: ServerState) -> None:
+    """The view's two static files, and a page for every other path under it."""
 
     @router.get("/static/{file}")
     async def static(file: str) -> Response:
@@ -177,8 +183,6 @@ def ui_router(state: ServerState) -> APIRouter:
     @router.get("/{rest:path}")
     async def unknown(request: Request, rest: str) -> Response:
         return error_page(request, 404, "there is no such page", visitor=visitor_of(request, state.authorizer))
-
-    return router
 
 
 async def _form_token(request: Request) -> str:

@@ -57,10 +57,16 @@ def add_dataset_argument(parser: argparse.ArgumentParser, **options: Any) -> Non
     parser.add_argument("dataset", metavar="DATASET", type=dataset_name, **options)
 
 
+def _directory_path(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no directory")
+    return Path(text)
+
+
 def add_workspace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
-        type=Path,
+        type=_directory_path,
         default=None,
         help="workspace directory (default: $SMART_TRANSFER_WORKSPACE or ./.smart-transfer/workspace)",
     )

@@ -88,6 +88,16 @@ def _client(
     return Client(workspace, options, token=token(args), progress=bar, warn=warn)
 
 
+def _workspace(args: argparse.Namespace) -> Workspace:
+    """Only a pull from a URL may create the workspace: a pull by name needs the dataset's remote, and a
+    push the dataset, both in an existing workspace (so a refused one leaves nothing behind)."""
+    from smart_transfer.client.remote import is_url
+
+    if args.command == "pull" and is_url(args.url):
+        return open_workspace(args)
+    return existing_workspace(args)
+
+
 def run_transfer(args: argparse.Namespace) -> int:
     from smart_transfer.cli.progress import ProgressBar
 
@@ -95,7 +105,7 @@ def run_transfer(args: argparse.Namespace) -> int:
     if args.command == "pull" and args.follow:
         return run_follow(args, options)
     bar = ProgressBar() if not args.json else None
-    with open_workspace(args) as workspace:
+    with _workspace(args) as workspace:
         client = _client(args, options, workspace, bar)
         try:
             if args.command == "pull":
@@ -133,7 +143,7 @@ def run_follow(args: argparse.Namespace, options: ClientOptions) -> int:
         pulling = client.follow(args.url, update, stop, as_name=args.as_name, force=args.force, announce=args.announce)
         return await pulling
 
-    with open_workspace(args) as workspace:
+    with _workspace(args) as workspace:
         updates = asyncio.run(follow(_client(args, options, workspace, None)))
     if not args.json:
         print(f"stopped following after {updates} update(s)", flush=True)

@@ -31,6 +31,7 @@ from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import head_key, object_key
 from smart_transfer.repo.packs import DatasetBlocks, pack_address
 from smart_transfer.storage import ObjectNotFound, ObjectStore
+from smart_transfer.storage.base import stored_as_promised
 
 
 def new_dataset_id() -> str:
@@ -268,8 +269,7 @@ class DatasetRepository:
                 except FileNotFoundError:
                     present = False
             else:
-                info = self.store.head(key)
-                present = info is not None and info.size == ref.size
+                present = stored_as_promised(self.store.head(key), ref.size)
             if not present:
                 missing.append(ref)
         return missing

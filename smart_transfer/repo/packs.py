@@ -13,6 +13,7 @@ from smart_transfer.model.pack import PREAMBLE_BYTES, decode_pack, encode_pack, 
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import block_key, block_prefix, pack_key, pack_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound, ObjectStore
+from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.errors import StorageUnavailable
 
 Blocks = list[tuple[Multihash, bytes]]
@@ -54,8 +55,9 @@ class DatasetBlocks:
         address, data = pack
         key = pack_key(self.dataset, address)
         info = self.store.put(key, data)
-        if info.size != len(data) or info.etag != hashlib.md5(data).hexdigest():
-            raise StorageUnavailable(f"the store did not keep pack {address} intact ({info.size} bytes, {info.etag})")
+        problem = stored_mismatch(info, len(data), hashlib.md5(data).hexdigest())
+        if problem is not None:
+            raise StorageUnavailable(f"the store did not keep pack {address} intact ({problem})")
         return StoredPack(address, key, len(data))
 
     def packs(self) -> list[ObjectInfo]:

@@ -44,6 +44,7 @@ from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage import ObjectInfo
+from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import md5_base64_from_hex, md5_hex_from_base64
 from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.sync.attach import attach, check_expected_head, last_common
@@ -130,8 +131,7 @@ def _stored(dataset: DatasetRepository, state: PushState, ref: ObjectRef, etag: 
         return True
     if state.listing is None:
         state.listing = list_objects(dataset)
-    listed = state.listing.get(dataset.object_key(ref))
-    return listed is not None and listed.size == ref.size and listed.etag == etag
+    return stored_as_promised(state.listing.get(dataset.object_key(ref)), ref.size, etag)
 
 
 def _multipart(

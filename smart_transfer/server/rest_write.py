@@ -34,6 +34,7 @@ from smart_transfer.server.rest_common import (
     guard,
     object_kind,
 )
+from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import Digester, FileDigest
 from smart_transfer.sync.commit import commit_uploaded
 
@@ -179,8 +180,7 @@ def _already_held(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash, 
     ref = ObjectRef(kind, wanted, int(declared))
     if not repo.has_object(ref) and repo.index.staged_md5(repo.name, kind, wanted) is None:
         return False
-    info = repo.store.head(repo.object_key(ref))
-    return info is not None and info.size == ref.size
+    return stored_as_promised(repo.store.head(repo.object_key(ref)), ref.size)
 
 
 def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: str) -> tuple[bool, bool]:
@@ -188,8 +188,7 @@ def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: 
     the object against the ETag the store gave it here (its MD5, or a multipart ETag when the store
     took a large file in parts)."""
     key = repo.object_key(ref)
-    existing = repo.store.head(key)
-    created = existing is None or existing.size != ref.size or existing.etag != md5_hex
+    created = not stored_as_promised(repo.store.head(key), ref.size, md5_hex)
     etag = repo.store.put_file(key, temp).etag if created else md5_hex
     repo.index.record_staged(repo.name, ref.kind, ref.physical_hash, etag)
     return created, repo.has_object(ref)

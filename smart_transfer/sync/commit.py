@@ -25,6 +25,7 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
+from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.digest import digest_chunks
 from smart_transfer.sync.attach import attach, check_expected_head, rewind_to
 from smart_transfer.sync.bundle import check_bundle
@@ -47,14 +48,11 @@ def list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
 
 
 def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None) -> str | None:
-    if info is None:
-        return f"{ref.label}: missing"
-    if info.size != ref.size:
-        return f"{ref.label}: {info.size} bytes, expected {ref.size}"
-    if etag is not None:
-        return None if info.etag == etag else f"{ref.label}: content does not match the promised MD5"
-    digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
-    return None if digest.multihash == ref.physical_hash else f"{ref.label}: content does not match its hash"
+    problem = stored_mismatch(info, ref.size, etag)
+    if problem is None and etag is None:
+        digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
+        problem = digest.mismatch(ref.physical_hash, ref.size)
+    return None if problem is None else f"{ref.label}: {problem}"
 
 
 def upload_invalid(failures: Sequence[str]) -> ProtocolError:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import ObjectFile
 from smart_transfer.storage import MultipartRefused, NoSuchUpload, ObjectStore, UploadedPart
+from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import md5_hex_from_base64, multipart_etag
 from smart_transfer.storage.parts import Part, layout, part_size_for
 
@@ -22,6 +23,11 @@ class PartsPromise:
     md5s: list[str]
 
     @property
+    def size(self) -> int:
+        """The size of the assembled object."""
+        return sum(part.length for part in self.parts)
+
+    @property
     def etag(self) -> str:
         """The ETag the assembled object must have."""
         return multipart_etag(self.md5s)
@@ -30,7 +36,7 @@ class PartsPromise:
         """Whether a part the store holds is the promised one (number, size and MD5)."""
         if not 1 <= part.number <= len(self.parts):
             return False
-        return part.size == self.parts[part.number - 1].length and part.etag == self.md5s[part.number - 1]
+        return stored_as_promised(part, self.parts[part.number - 1].length, self.md5s[part.number - 1])
 
 
 def promise_of(item: ObjectFile, threshold: int, part_size: int) -> PartsPromise | None:
@@ -77,7 +83,7 @@ def complete(store: ObjectStore, key: str, upload_id: str, promise: PartsPromise
         held = {part.number for part in store.list_parts(key, upload_id) if promise.holds(part)}
     except NoSuchUpload:
         info = store.head(key)  # assembled meanwhile by another push of the same object?
-        return None if info is not None and info.etag == promise.etag else "its upload is gone (aborted?)"
+        return None if stored_as_promised(info, promise.size, promise.etag) else "its upload is gone (aborted?)"
     missing = [part.number for part in promise.parts if part.number not in held]
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")

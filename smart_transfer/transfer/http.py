@@ -23,6 +23,7 @@ from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
+from smart_transfer.storage.digest import content_mismatch
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
@@ -164,10 +165,9 @@ async def _verified_chunks(
         hasher.update(chunk)
         on_bytes(len(chunk))
         yield chunk
-    if size != expected_size:
-        raise TransferFailed(name, f"{size} bytes, expected {expected_size}")
-    if Multihash(expected_hash.code, hasher.digest()) != expected_hash:
-        raise TransferFailed(name, "content does not match its hash (corrupted in storage?)")
+    problem = content_mismatch(expected_hash, expected_size, Multihash(expected_hash.code, hasher.digest()), size)
+    if problem is not None:
+        raise TransferFailed(name, f"{problem} (corrupted in storage?)")
 
 
 async def download(

@@ -147,8 +147,7 @@ def _multipart(
     for part in missing:
         md5 = md5_base64_from_hex(promise.md5s[part.number - 1])
         signed = dataset.store.presign_upload_part(key, upload_id, part.number, md5, settings.url_ttl_seconds)
-        request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
-        parts.append(UploadPart(part_number=part.number, request=request))
+        parts.append(UploadPart(part_number=part.number, request=HttpRequest.presigned(signed)))
     return MultipartUpload(upload_id=upload_id, part_size=promise.parts[0].length, parts=parts)
 
 
@@ -170,8 +169,8 @@ def _negotiate(
         else:
             key = dataset.object_key(ref)
             signed = dataset.store.presign_put(key, settings.url_ttl_seconds, content_md5=item.md5)
-            request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
-            transfers.append(PushObjectTransfer(object_file=item, transfer=HttpUpload(request=request)))
+            single = HttpUpload(request=HttpRequest.presigned(signed))
+            transfers.append(PushObjectTransfer(object_file=item, transfer=single))
     return transfers
 
 

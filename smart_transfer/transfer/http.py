@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.storage.digest import content_mismatch
+from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
@@ -96,7 +96,6 @@ def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> Tr
 
 
 async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
-    delay = RETRY_BASE_DELAY
     for number in range(1, timeouts.attempts + 1):
         try:
             return await attempt()
@@ -108,8 +107,7 @@ async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeout
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
             if number == timeouts.attempts:
                 raise _failure(name, exc, timeouts, size) from None
-        await asyncio.sleep(delay * (0.5 + random.random()))
-        delay *= 2
+        await asyncio.sleep(backoff_delay(number, RETRY_BASE_DELAY))
     raise AssertionError("unreachable")
 
 

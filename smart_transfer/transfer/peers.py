@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
+from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
 
 if TYPE_CHECKING:  # the HTTP stack loads when objects move, not when a pull starts
@@ -123,7 +124,6 @@ class PeerFetcher:
 
     async def _from(self, url: str, item: ObjectFile) -> bool:
         request = HttpRequest(method="GET", url=f"{url}/{item.kind}/{item.physical_hash}", headers={}, expires_at=0)
-        delay = PEER_BUSY_DELAY
         for attempt in range(1, PEER_BUSY_ATTEMPTS + 1):
             if url in self.report.dropped:
                 return False
@@ -136,8 +136,7 @@ class PeerFetcher:
                 return False
             except TransferFailed as exc:
                 if exc.status == 429 and attempt < PEER_BUSY_ATTEMPTS:
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                    delay *= 2
+                    await asyncio.sleep(backoff_delay(attempt, PEER_BUSY_DELAY))
                     continue
                 self._failed(url, exc)
                 return False

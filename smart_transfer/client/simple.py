@@ -4,8 +4,7 @@ reasons (then objects stream through the server: ``redirect=False``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TypeVar
@@ -36,6 +35,7 @@ from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
 from smart_transfer.transfer.http import DEFAULT_PARALLEL, Timeouts, make_session
 from smart_transfer.transfer.mover import Transfer
+from smart_transfer.transfer.pieces import in_parallel
 
 #: Objects per page of the simple protocol (pages are local: there is no negotiation round trip).
 SIMPLE_PAGE_SIZE = 1000
@@ -54,22 +54,6 @@ def status_error(url: str, status: int, body: bytes) -> RemoteError:
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         text = body[:300].decode("utf-8", "replace")
         return RemoteError(_STATUS_CODES.get(status, ErrorCode.INTERNAL), f"{redact(url)}: HTTP {status}: {text}")
-
-
-async def in_parallel(items: Sequence[T], work: Callable[[T], Awaitable[None]], parallel: int) -> None:
-    """``work`` on every item, at most ``parallel`` at a time; the first failure cancels the rest."""
-    semaphore = asyncio.Semaphore(parallel)
-
-    async def one(item: T) -> None:
-        async with semaphore:
-            await work(item)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for item in items:
-                group.create_task(one(item))
-    except BaseExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None
 
 
 class RestSession:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
+from smart_transfer.transfer.pieces import in_parallel
 
 if TYPE_CHECKING:  # the HTTP stack loads when objects move, not when a pull starts
     import aiohttp
@@ -107,13 +108,7 @@ class PeerFetcher:
 
     async def fetch_all(self, items: Sequence[ObjectFile]) -> list[ObjectFile]:
         """Fetch what the peers can serve; returns the objects left for storage, in their order."""
-        semaphore = asyncio.Semaphore(self.parallel)
-
-        async def one(item: ObjectFile) -> bool:
-            async with semaphore:
-                return await self._one(item)
-
-        served = await asyncio.gather(*(one(item) for item in items))
+        served = await in_parallel(items, self._one, self.parallel)
         return [item for item, done in zip(items, served, strict=True) if not done]
 
     async def _one(self, item: ObjectFile) -> bool:

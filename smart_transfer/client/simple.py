@@ -28,7 +28,7 @@ from smart_transfer.client.transport import (
 )
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.walk import walk_chain_async
-from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError, code_of_status, parse_details
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
@@ -41,7 +41,6 @@ from smart_transfer.transfer.pieces import in_parallel
 SIMPLE_PAGE_SIZE = 1000
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-_STATUS_CODES = {status: code for code, status in reversed(HTTP_STATUS.items())}
 
 
 def status_error(url: str, status: int, body: bytes) -> RemoteError:
@@ -53,7 +52,7 @@ def status_error(url: str, status: int, body: bytes) -> RemoteError:
         return RemoteError(code, message, parse_details(code, raw), raw)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         text = body[:300].decode("utf-8", "replace")
-        return RemoteError(_STATUS_CODES.get(status, ErrorCode.INTERNAL), f"{redact(url)}: HTTP {status}: {text}")
+        return RemoteError(code_of_status(status), f"{redact(url)}: HTTP {status}: {text}")
 
 
 class RestSession:

@@ -14,6 +14,11 @@ from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPA
 from smart_transfer.storage.digest import bytes_mismatch
 
 
+def invalid_block(block: Multihash | str, message: str) -> ProtocolError:
+    """The InvalidBlocks error that names ``block`` as the one at fault."""
+    return ProtocolError(ErrorCode.INVALID_BLOCKS, message, InvalidBlocksDetails(block=str(block)))
+
+
 @dataclass
 class Bundle:
     """Checked blocks and the decoded manifests of every checkpoint they reference."""
@@ -63,11 +68,7 @@ def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
         try:
             blocks.append(NewBlock.decode(content, address))
         except ModelError as exc:
-            raise ProtocolError(
-                ErrorCode.INVALID_BLOCKS,
-                f"block {address} is malformed: {exc}",
-                InvalidBlocksDetails(block=str(address)),
-            ) from None
+            raise invalid_block(address, f"block {address} is malformed: {exc}") from None
     return blocks
 
 

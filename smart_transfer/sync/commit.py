@@ -15,7 +15,6 @@ from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.walk import walk_chain
 from smart_transfer.protocol.errors import (
     ErrorCode,
-    InvalidBlocksDetails,
     InvalidHeadDetails,
     ProtocolError,
     UploadInvalidDetails,
@@ -28,7 +27,7 @@ from smart_transfer.storage import ObjectInfo, ObjectNotFound
 from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.digest import digest_chunks
 from smart_transfer.sync.attach import attach, check_expected_head, rewind_to
-from smart_transfer.sync.bundle import check_bundle
+from smart_transfer.sync.bundle import check_bundle, invalid_block
 
 #: How many failing objects an UploadInvalid error lists.
 MAX_LISTED_FAILURES = 20
@@ -151,10 +150,6 @@ def _uploaded_block(dataset: DatasetRepository) -> Callable[[Multihash], bytes]:
         try:
             return dataset.block_bytes(block_hash)
         except CorruptRepository:
-            raise ProtocolError(
-                ErrorCode.INVALID_BLOCKS,
-                f"block {block_hash} is not uploaded; PUT it first",
-                InvalidBlocksDetails(block=str(block_hash)),
-            ) from None
+            raise invalid_block(block_hash, f"block {block_hash} is not uploaded; PUT it first") from None
 
     return fetch

@@ -168,6 +168,32 @@ async def _verified_chunks(
         raise TransferFailed(name, f"{problem} (corrupted in storage?)")
 
 
+async def _get_verified(
+    session: aiohttp.ClientSession,
+    request: HttpRequest,
+    expected_hash: Multihash,
+    expected_size: int,
+    on_bytes: Callable[[int], None],
+    keep: Callable[[AsyncIterator[bytes]], Awaitable[None]],
+    timeouts: Timeouts | None,
+    limiter: RateLimiter | None,
+) -> None:
+    """GET ``request`` with retries, handing each attempt's body (verified as it streams, see
+    ``_verified_chunks``) to ``keep``, which starts over on every attempt; raises TransferFailed."""
+    name = str(expected_hash)
+    timeouts = timeouts or Timeouts()
+    bounds = request_timeout(timeouts, expected_size)
+
+    async def attempt() -> int:
+        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
+            if response.status != 200:
+                check_status(name, response.status, await response.read())
+            await keep(_verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter))
+        return expected_size
+
+    await with_retries(name, attempt, timeouts, expected_size)
+
+
 async def download(
     session: aiohttp.ClientSession,
     request: HttpRequest,
@@ -179,25 +205,18 @@ async def download(
     limiter: RateLimiter | None = None,
 ) -> Verified:
     """GET ``request`` into ``temp_path``, verifying the multihash and size; raises TransferFailed."""
-    name = str(expected_hash)
-    timeouts = timeouts or Timeouts()
-    bounds = request_timeout(timeouts, expected_size)
 
-    async def attempt() -> int:
-        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
-            if response.status != 200:
-                check_status(name, response.status, await response.read())
-            with open(temp_path, "wb") as out:
-                async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
-                    out.write(chunk)
-        return expected_size
+    async def write(chunks: AsyncIterator[bytes]) -> None:
+        with open(temp_path, "wb") as out:
+            async for chunk in chunks:
+                out.write(chunk)
 
     try:
-        size = await with_retries(name, attempt, timeouts, expected_size)
+        await _get_verified(session, request, expected_hash, expected_size, on_bytes, write, timeouts, limiter)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
-    return Verified(temp_path, size, size)
+    return Verified(temp_path, expected_size, expected_size)
 
 
 async def download_bytes(
@@ -211,21 +230,13 @@ async def download_bytes(
 ) -> bytes:
     """GET a small object (at most SMALL_OBJECT_BYTES) into memory, verified like ``download``: no
     file is opened on the event loop, so thousands of small objects do not stall each other."""
-    name = str(expected_hash)
-    timeouts = timeouts or Timeouts()
-    bounds = request_timeout(timeouts, expected_size)
     body: list[bytes] = []
 
-    async def attempt() -> int:
+    async def collect(chunks: AsyncIterator[bytes]) -> None:
         body.clear()
-        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
-            if response.status != 200:
-                check_status(name, response.status, await response.read())
-            async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
-                body.append(chunk)
-        return expected_size
+        body.extend([chunk async for chunk in chunks])
 
-    await with_retries(name, attempt, timeouts, expected_size)
+    await _get_verified(session, request, expected_hash, expected_size, on_bytes, collect, timeouts, limiter)
     return b"".join(body)
 
 

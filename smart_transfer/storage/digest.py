@@ -116,11 +116,13 @@ class Digester:
         self.size = 0
 
     def update(self, chunk: bytes) -> None:
+        """Hash the next ``chunk``."""
         self._hasher.update(chunk)
         self._md5.update(chunk)
         self.size += len(chunk)
 
     def result(self) -> FileDigest:
+        """The digest of every chunk so far."""
         return FileDigest(Multihash(self.code, self._hasher.digest()), self.size, self._md5.hexdigest())
 
 

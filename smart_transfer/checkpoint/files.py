@@ -71,7 +71,7 @@ def restore(dataset: DatasetRepository, manifest: CheckpointManifest, destinatio
                 raise CheckpointError(f"checkpoint file {item.name} ({item.physical_hash}) is missing")
             shutil.copyfile(source, temp / item.name)
             digest = digest_file(temp / item.name, item.physical_hash.code)
-            if digest.multihash != item.physical_hash or digest.size != item.size:
+            if digest.mismatch(item.physical_hash, item.size) is not None:
                 raise CheckpointError(f"checkpoint file {item.name} does not match its hash")
         os.rename(temp, destination)
     except BaseException:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +36,7 @@ from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
+from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
@@ -297,7 +297,7 @@ async def retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[
             if exc.code is not ErrorCode.BUSY or number == BUSY_ATTEMPTS:
                 raise
             base = float(exc.details.retry_after) if isinstance(exc.details, BusyDetails) else 1.0
-            delay = min(MAX_BUSY_DELAY, base * 2 ** (number - 1)) * random.uniform(0.5, 1.5)
+            delay = backoff_delay(number, base, MAX_BUSY_DELAY)
             warn(f"server busy; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")

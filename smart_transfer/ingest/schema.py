@@ -110,13 +110,6 @@ def difference(expected: Sequence[DataField], actual: Sequence[DataField]) -> st
     return "; ".join(problems[:_SHOWN]) + more
 
 
-def ddl_of(fields: Sequence[DataField]) -> str:
-    """Recorded fields as a ``--schema`` value."""
-    quoted = ("`" + f.name.replace("`", "``") + "`" for f in fields if f.name != OFFSET_FIELD.name)
-    types = (f.type for f in fields if f.name != OFFSET_FIELD.name)
-    return ", ".join(f"{name} {kind}" for name, kind in zip(quoted, types, strict=True))
-
-
 def schema_event(columns: Sequence[DataField]) -> SetDataSchema:
     """The SetDataSchema of a first ingest: ``offset`` then the input's columns."""
     event = SetDataSchema((OFFSET_FIELD, *columns))

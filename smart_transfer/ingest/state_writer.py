@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 from pyspark.rdd import PythonEvalType
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.functions import arrow_udf
-from rocksdict import Checkpoint, IngestExternalFileOptions, Options, Rdict, SstFileWriter
+from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
+from smart_transfer.checkpoint.files import snapshot
 from smart_transfer.ingest.dedup import KEY, KEY_HASH, ROW_HASH
 from smart_transfer.ingest.state import (
     SOURCE_PREFIX,
@@ -107,7 +108,7 @@ def assemble_sources(previous_dir: Path | None, fingerprints: list[bytes], work:
     try:
         for fingerprint in fingerprints:
             db[SOURCE_PREFIX + fingerprint] = b""
-        Checkpoint(db).create_checkpoint(str(destination))
+        snapshot(db, destination)
     finally:
         db.close()
     (destination / STATE_FILE).write_bytes(IngestState(()).encode())
@@ -151,7 +152,7 @@ def assemble(
         if sst_paths:
             db.ingest_external_file(sst_paths, options)
         names = {_bucket_of_db_key(f["start_key"], state.depth): f["name"].lstrip("/") for f in db.live_files()}
-        Checkpoint(db).create_checkpoint(str(destination))
+        snapshot(db, destination)
     finally:
         db.close()
     buckets = {}

@@ -52,10 +52,6 @@ class CheckpointManifest:
     def hash(self) -> Multihash:
         return Multihash.of(self.encode())
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
 
 def decode_manifest(data: bytes) -> CheckpointManifest:
     """Parse manifest bytes; raises InvalidBlock for anything malformed (including unsafe names)."""

@@ -85,6 +85,21 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INTERNAL: 500,
 }
 
+#: The status of a Busy answer given by the connection limit, before any route (503, as a proxy in front
+#: would answer); a route's Busy answer is 429.
+CONNECTION_LIMIT_STATUS = 503
+#: Where several codes share a status, the one the status alone stands for (an answer without a typed
+#: body, from a proxy or a refused WebSocket handshake); for every other status, its first code above.
+_STATUS_ALONE = {403: ErrorCode.FORBIDDEN, CONNECTION_LIMIT_STATUS: ErrorCode.BUSY}
+_CODE_OF_STATUS = {status: code for code, status in reversed(HTTP_STATUS.items())} | _STATUS_ALONE
+
+
+def code_of_status(status: int) -> ErrorCode:
+    """The code an HTTP answer's status stands for when the answer carries no typed error body
+    (Internal for a status no code has): the inverse of :data:`HTTP_STATUS`."""
+    return _CODE_OF_STATUS.get(status, ErrorCode.INTERNAL)
+
+
 #: Errors after which retrying the same operation later may succeed.
 RETRYABLE = frozenset(
     {

@@ -13,6 +13,7 @@ from smart_transfer.model import InvalidMultihash, Multihash, ObjectKind, Object
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol import MAX_PEERS
 from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.storage.base import PresignedRequest
 from smart_transfer.storage.parts import MAX_PARTS
 
 MAX_ERROR_TEXT = 2000
@@ -122,6 +123,12 @@ class HttpRequest(Message):
     url: str
     headers: dict[str, str]
     expires_at: int = Field(description="Unix time in seconds after which the URL no longer works (0: never)")
+
+    @classmethod
+    def presigned(cls, signed: PresignedRequest) -> HttpRequest:
+        """The message form of a request a store presigned (checked: GET or PUT)."""
+        fields = {"method": signed.method, "url": signed.url, "headers": signed.headers}
+        return cls.model_validate({**fields, "expires_at": signed.expires_at})
 
 
 # -- common ------------------------------------------------------------------------------------------

@@ -28,9 +28,10 @@ from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model.walk import walk_chain
 from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved
 from smart_transfer.repo.index import RepositoryIndex
-from smart_transfer.repo.layout import head_key, object_key
-from smart_transfer.repo.packs import DatasetBlocks, pack_address
+from smart_transfer.repo.layout import hash_of_key, head_key, object_key
+from smart_transfer.repo.packs import DatasetBlocks
 from smart_transfer.storage import ObjectNotFound, ObjectStore
+from smart_transfer.storage.base import stored_as_promised
 
 
 def new_dataset_id() -> str:
@@ -113,7 +114,7 @@ class DatasetRepository:
         seen = self._packs_seen = self._packs_seen or set()
         found = False
         for info in self.blocks.packs():
-            address = pack_address(info.key)
+            address = hash_of_key(info.key)
             if info.key in seen or address is None or self.index.has_pack(self.name, address):
                 continue
             blocks = self.blocks.read(info.key)
@@ -294,8 +295,7 @@ class DatasetRepository:
                 except FileNotFoundError:
                     present = False
             else:
-                info = self.store.head(key)
-                present = info is not None and info.size == ref.size
+                present = stored_as_promised(self.store.head(key), ref.size)
             if not present:
                 missing.append(ref)
         return missing

@@ -26,7 +26,15 @@ from smart_transfer.model.manifest import decode_manifest
 from smart_transfer.model.pack import encode_pack
 from smart_transfer.model.walk import walk_chain
 from smart_transfer.repo.errors import CorruptRepository
-from smart_transfer.repo.layout import ObjectKind, head_key, object_prefix, pack_key
+from smart_transfer.repo.layout import (
+    ObjectKind,
+    dataset_prefix,
+    hash_of_key,
+    head_key,
+    object_key,
+    object_prefix,
+    pack_key,
+)
 from smart_transfer.repo.packs import DatasetBlocks
 from smart_transfer.storage import ObjectInfo, ObjectNotFound, ObjectStore
 
@@ -62,12 +70,12 @@ def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -
     manifests = {}
     for ref in (r for r in objects_of(blocks) if r.kind is ObjectKind.CHECKPOINT):
         try:
-            data = store.get(f"{dataset}/{ref.kind.value}/{ref.physical_hash}")
+            data = store.get(object_key(dataset, ref.kind, ref.physical_hash))
             if ref.physical_hash.matches(data):
                 manifests[ref.physical_hash] = decode_manifest(data)
         except (ModelError, ObjectNotFound):
             continue
-    return {f"{dataset}/{r.kind.value}/{r.physical_hash}" for r in objects_of(blocks, manifests)}
+    return {object_key(dataset, r.kind, r.physical_hash) for r in objects_of(blocks, manifests)}
 
 
 def _read_packs(blocks: DatasetBlocks, found: _Dataset) -> None:
@@ -92,8 +100,8 @@ def _read(blocks: DatasetBlocks) -> _Dataset:
     found = _Dataset([], {}, {}, {})
     _read_packs(blocks, found)
     for info in blocks.single_blocks():
-        with contextlib.suppress(ModelError):
-            found.singles[Multihash.parse(info.key.rpartition("/")[2])] = info
+        if (block_hash := hash_of_key(info.key)) is not None:
+            found.singles[block_hash] = info
 
     def fetch(block_hash: Multihash) -> bytes:
         data = found.block_bytes.get(block_hash) or blocks.read_single(block_hash)
@@ -140,7 +148,7 @@ def _delete(store: ObjectStore, info: ObjectInfo, cutoff: float, report: GcRepor
 def _abort_stale_uploads(
     store: ObjectStore, dataset: DatasetName, cutoff: float, report: GcReport, dry_run: bool
 ) -> None:
-    for upload in list(store.list_multipart(f"{dataset}/")):
+    for upload in list(store.list_multipart(dataset_prefix(dataset))):
         if upload.initiated > cutoff:
             report.too_young += 1
             continue

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from smart_transfer.model import DatasetName, ModelError, Multihash
 from smart_transfer.model.pack import PREAMBLE_BYTES, decode_pack, encode_pack, header_size, read_count, read_index
 from smart_transfer.repo.errors import CorruptRepository
-from smart_transfer.repo.layout import block_key, block_prefix, pack_key, pack_prefix
+from smart_transfer.repo.layout import block_key, block_prefix, hash_of_key, pack_key, pack_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound, ObjectStore
+from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.errors import StorageUnavailable
 
 Blocks = list[tuple[Multihash, bytes]]
@@ -25,14 +26,6 @@ class StoredPack:
     address: Multihash
     key: str
     size: int
-
-
-def pack_address(key: str) -> Multihash | None:
-    """The address a pack key names (None: not a pack key)."""
-    try:
-        return Multihash.parse(key.rpartition("/")[2])
-    except ModelError:
-        return None
 
 
 class DatasetBlocks:
@@ -54,19 +47,20 @@ class DatasetBlocks:
         address, data = pack
         key = pack_key(self.dataset, address)
         info = self.store.put(key, data)
-        if info.size != len(data) or info.etag != hashlib.md5(data).hexdigest():
-            raise StorageUnavailable(f"the store did not keep pack {address} intact ({info.size} bytes, {info.etag})")
+        problem = stored_mismatch(info, len(data), hashlib.md5(data).hexdigest())
+        if problem is not None:
+            raise StorageUnavailable(f"the store did not keep pack {address} intact ({problem})")
         return StoredPack(address, key, len(data))
 
     def packs(self) -> list[ObjectInfo]:
         """Every pack in the store (one listing)."""
-        return [info for info in self.store.list(pack_prefix(self.dataset)) if pack_address(info.key) is not None]
+        return [info for info in self.store.list(pack_prefix(self.dataset)) if hash_of_key(info.key) is not None]
 
     def read(self, key: str) -> Blocks | None:
         """The blocks of the pack at ``key``, the pack checked against its address and every block
         against its own; None when it is gone (a repack or gc deleted it after it was listed: its
         blocks are in a pack that stays), CorruptRepository when it does not check out."""
-        address = pack_address(key)
+        address = hash_of_key(key)
         try:
             data = self.store.get(key)
         except ObjectNotFound:

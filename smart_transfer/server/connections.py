@@ -11,14 +11,14 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from smart_transfer.protocol.errors import HTTP_STATUS, BusyDetails, ErrorCode
+from smart_transfer.protocol.errors import CONNECTION_LIMIT_STATUS, HTTP_STATUS, BusyDetails, ErrorCode
 from smart_transfer.server.metrics import Metrics
 
 
 def _answer(code: ErrorCode, message: str, details: dict[str, Any], extra: str = "") -> bytes:
     """A complete HTTP answer in the documented error shape, sent before closing the connection."""
     body = orjson.dumps({"error": {"code": code.value, "message": message, "details": details}})
-    status = HTTP_STATUS[code] if code is not ErrorCode.BUSY else 503
+    status = HTTP_STATUS[code] if code is not ErrorCode.BUSY else CONNECTION_LIMIT_STATUS
     reason = {408: "Request Timeout", 503: "Service Unavailable"}.get(status, "Error")
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"

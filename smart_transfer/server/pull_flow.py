@@ -139,6 +139,5 @@ def _presign_downloads(
                 ObjectDetails(object=item.physical_hash),
             )
         signed = dataset.store.presign_get(dataset.object_key(ref), settings.url_ttl_seconds)
-        download = HttpRequest(method="GET", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
-        transfers.append(PullObjectTransfer(object_file=item, download=download))
+        transfers.append(PullObjectTransfer(object_file=item, download=HttpRequest.presigned(signed)))
     return transfers

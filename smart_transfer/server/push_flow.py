@@ -44,6 +44,7 @@ from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage import ObjectInfo
+from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import md5_base64_from_hex, md5_hex_from_base64
 from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.sync.attach import check_expected_head, last_common, place_push
@@ -131,8 +132,7 @@ def _stored(dataset: DatasetRepository, state: PushState, ref: ObjectRef, etag: 
         return True
     if state.listing is None:
         state.listing = list_objects(dataset)
-    listed = state.listing.get(dataset.object_key(ref))
-    return listed is not None and listed.size == ref.size and listed.etag == etag
+    return stored_as_promised(state.listing.get(dataset.object_key(ref)), ref.size, etag)
 
 
 def _multipart(
@@ -148,8 +148,7 @@ def _multipart(
     for part in missing:
         md5 = md5_base64_from_hex(promise.md5s[part.number - 1])
         signed = dataset.store.presign_upload_part(key, upload_id, part.number, md5, settings.url_ttl_seconds)
-        request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
-        parts.append(UploadPart(part_number=part.number, request=request))
+        parts.append(UploadPart(part_number=part.number, request=HttpRequest.presigned(signed)))
     return MultipartUpload(upload_id=upload_id, part_size=promise.parts[0].length, parts=parts)
 
 
@@ -171,8 +170,8 @@ def _negotiate(
         else:
             key = dataset.object_key(ref)
             signed = dataset.store.presign_put(key, settings.url_ttl_seconds, content_md5=item.md5)
-            request = HttpRequest(method="PUT", url=signed.url, headers=signed.headers, expires_at=signed.expires_at)
-            transfers.append(PushObjectTransfer(object_file=item, transfer=HttpUpload(request=request)))
+            single = HttpUpload(request=HttpRequest.presigned(signed))
+            transfers.append(PushObjectTransfer(object_file=item, transfer=single))
     return transfers
 
 

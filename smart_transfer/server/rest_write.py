@@ -6,8 +6,9 @@ references it is committed (202 Accepted says so; 200 when the same bytes were a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -17,7 +18,6 @@ from smart_transfer.model import ModelError, Multihash, ObjectKind, ObjectRef, d
 from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.protocol.errors import (
     ErrorCode,
-    InvalidBlocksDetails,
     MessageTooLargeDetails,
     ObjectDetails,
     ProtocolError,
@@ -34,9 +34,12 @@ from smart_transfer.server.rest_common import (
     guard,
     object_kind,
 )
+from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import Digester, FileDigest
+from smart_transfer.sync.bundle import invalid_block
 from smart_transfer.sync.commit import commit_uploaded
 
+F = TypeVar("F", bound=Callable[..., Any])
 router = APIRouter(tags=["simple protocol"], dependencies=[Depends(guard)])
 #: Most bytes of a ``PUT refs/head`` body read (a hash is 69 characters).
 MAX_HEAD_BODY_BYTES = 1024
@@ -115,23 +118,33 @@ def _store_block(repo: DatasetRepository, wanted: Multihash, data: bytes) -> boo
     return created
 
 
-@router.put(
+def _upload_route(
+    path: str, operation_id: str, summary: str, status_code: int, already: str, *codes: ErrorCode
+) -> Callable[[F], F]:
+    """A PUT route that stores the binary body it is sent: ``status_code`` when it stores it, 200
+    (described by ``already``) when the same bytes were stored before, else one of ``codes``."""
+    return router.put(
+        path,
+        operation_id=operation_id,
+        summary=summary,
+        status_code=status_code,
+        response_model=StoredObject,
+        responses={200: {"description": already, "model": StoredObject}, **error_responses(*codes)},
+        openapi_extra={"requestBody": {"required": True, "content": BINARY}},
+    )
+
+
+@_upload_route(
     "/{dataset}/blocks/{block_hash}",
-    operation_id="writeBlock",
-    summary="Upload a block (the server checks its hash and form); 201 when stored, 200 when it already was",
-    status_code=201,
-    response_model=StoredObject,
-    responses={
-        200: {"description": "the block was already stored", "model": StoredObject},
-        **error_responses(
-            ErrorCode.INVALID_DATASET_NAME,
-            ErrorCode.INVALID_HASH,
-            ErrorCode.HASH_MISMATCH,
-            ErrorCode.INVALID_BLOCKS,
-            ErrorCode.MESSAGE_TOO_LARGE,
-        ),
-    },
-    openapi_extra={"requestBody": {"required": True, "content": BINARY}},
+    "writeBlock",
+    "Upload a block (the server checks its hash and form); 201 when stored, 200 when it already was",
+    201,
+    "the block was already stored",
+    ErrorCode.INVALID_DATASET_NAME,
+    ErrorCode.INVALID_HASH,
+    ErrorCode.HASH_MISMATCH,
+    ErrorCode.INVALID_BLOCKS,
+    ErrorCode.MESSAGE_TOO_LARGE,
 )
 async def write_block(dataset: DatasetParam, block_hash: HashParam, request: Request, state: State) -> Any:
     repo = dataset_of(state, dataset)
@@ -144,7 +157,7 @@ async def write_block(dataset: DatasetParam, block_hash: HashParam, request: Req
     try:
         decode_block(data)
     except ModelError as exc:
-        raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc), InvalidBlocksDetails(block=str(wanted))) from None
+        raise invalid_block(wanted, str(exc)) from None
     created = await asyncio.to_thread(_store_block, repo, wanted, data)
     stored = StoredObject(hash=str(wanted), size=len(data), created=created, visible=True)
     return JSONResponse(stored.model_dump(), 201 if created else 200)
@@ -179,8 +192,7 @@ def _already_held(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash, 
     ref = ObjectRef(kind, wanted, int(declared))
     if not repo.has_object(ref) and repo.index.staged_md5(repo.name, kind, wanted) is None:
         return False
-    info = repo.store.head(repo.object_key(ref))
-    return info is not None and info.size == ref.size
+    return stored_as_promised(repo.store.head(repo.object_key(ref)), ref.size)
 
 
 def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: str) -> tuple[bool, bool]:
@@ -188,32 +200,25 @@ def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: 
     the object against the ETag the store gave it here (its MD5, or a multipart ETag when the store
     took a large file in parts)."""
     key = repo.object_key(ref)
-    existing = repo.store.head(key)
-    created = existing is None or existing.size != ref.size or existing.etag != md5_hex
+    created = not stored_as_promised(repo.store.head(key), ref.size, md5_hex)
     etag = repo.store.put_file(key, temp).etag if created else md5_hex
     repo.index.record_staged(repo.name, ref.kind, ref.physical_hash, etag)
     return created, repo.has_object(ref)
 
 
-@router.put(
+@_upload_route(
     "/{dataset}/{kind}/{object_hash}",
-    operation_id="writeObject",
-    summary="Upload an object through the server (the server checks its hash); it is staged until a "
+    "writeObject",
+    "Upload an object through the server (the server checks its hash); it is staged until a "
     "committed block references it: 202 when stored, 200 when the same bytes already were",
-    status_code=202,
-    response_model=StoredObject,
-    responses={
-        200: {"description": "the same bytes were already stored", "model": StoredObject},
-        **error_responses(
-            ErrorCode.INVALID_DATASET_NAME,
-            ErrorCode.INVALID_HASH,
-            ErrorCode.NO_SUCH_ROUTE,
-            ErrorCode.HASH_MISMATCH,
-            ErrorCode.MESSAGE_TOO_LARGE,
-            ErrorCode.STORAGE_UNAVAILABLE,
-        ),
-    },
-    openapi_extra={"requestBody": {"required": True, "content": BINARY}},
+    202,
+    "the same bytes were already stored",
+    ErrorCode.INVALID_DATASET_NAME,
+    ErrorCode.INVALID_HASH,
+    ErrorCode.NO_SUCH_ROUTE,
+    ErrorCode.HASH_MISMATCH,
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.STORAGE_UNAVAILABLE,
 )
 async def write_object(
     dataset: DatasetParam, kind: KindParam, object_hash: HashParam, request: Request, state: State

@@ -40,21 +40,8 @@ class ServerState:
         self.metrics = Metrics()
         repository.store.observe(self.metrics.store_call)
         self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
-        retry = settings.busy_retry_after_seconds
-        self.sessions = ConcurrencyLimit(
-            "sessions",
-            settings.max_sessions,
-            settings.max_sessions_per_token,
-            retry,
-            lambda: self.metrics.busy.labels("sessions").inc(),
-        )
-        self.requests = ConcurrencyLimit(
-            "requests",
-            settings.max_requests,
-            settings.max_requests_per_token,
-            retry,
-            lambda: self.metrics.busy.labels("requests").inc(),
-        )
+        self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
+        self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
         self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)
         self.heads = HeadWatch(settings.follow_poll_min_seconds, settings.follow_poll_max_seconds)
@@ -64,6 +51,11 @@ class ServerState:
         #: Set on SIGTERM: no new session or request is taken; running sessions end when it fires.
         self.draining = False
         self._shutdown = asyncio.Event()
+
+    def _limit(self, what: str, total: int, per_token: int) -> ConcurrencyLimit:
+        """A concurrency limit of ``what``, counting its Busy answers in the metrics."""
+        retry = self.settings.busy_retry_after_seconds
+        return ConcurrencyLimit(what, total, per_token, retry, lambda: self.metrics.busy.labels(what).inc())
 
     def temp_path(self) -> Path:
         """A fresh temporary file path on the server's disk (for bodies checked before storing)."""

@@ -15,7 +15,9 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 
 from smart_transfer.storage.digest import md5_hex_from_base64
 from smart_transfer.storage.errors import MultipartRefused, NoSuchUpload, PresignRefused
-from smart_transfer.storage.local import PRESIGN_ROUTE, Grant, LocalStore, ObjectWriter
+from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.local_signer import PRESIGN_ROUTE, Grant
+from smart_transfer.storage.local_staging import ObjectWriter
 from smart_transfer.storage.parts import MAX_PART_BYTES, MAX_SINGLE_PUT_BYTES
 
 
@@ -62,7 +64,7 @@ def _sent_bytes(request: Request, size: int) -> int:
 def _writer(store: LocalStore, key: str, grant: Grant, max_object_bytes: int) -> ObjectWriter | JSONResponse:
     """The writer of a presigned PUT: of the object, or of the multipart upload's part it names."""
     if grant.upload_id is None:
-        return ObjectWriter(store, key, min(max_object_bytes, MAX_SINGLE_PUT_BYTES))
+        return store.object_writer(key, min(max_object_bytes, MAX_SINGLE_PUT_BYTES))
     try:
         return store.part_writer(key, grant, MAX_PART_BYTES)
     except NoSuchUpload as exc:

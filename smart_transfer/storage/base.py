@@ -64,6 +64,24 @@ class UploadedPart:
     etag: str
 
 
+def stored_mismatch(info: ObjectInfo | UploadedPart | None, size: int, etag: str | None = None) -> str | None:
+    """The check of an object (or part) a store holds against the one promised: ``size`` bytes and,
+    when given, ETag ``etag``. ``info`` is the store's answer (a head, a listing entry or a listed part;
+    None when absent). Why it is not the promised one (one line), or None when it is."""
+    if info is None:
+        return "missing"
+    if info.size != size:
+        return f"{info.size} bytes, expected {size}"
+    if etag is not None and info.etag != etag:
+        return "content does not match the promised MD5"
+    return None
+
+
+def stored_as_promised(info: ObjectInfo | UploadedPart | None, size: int, etag: str | None = None) -> bool:
+    """Whether :func:`stored_mismatch` finds nothing wrong."""
+    return stored_mismatch(info, size, etag) is None
+
+
 @dataclass(frozen=True, slots=True)
 class PendingUpload:
     """A multipart upload in progress (neither completed nor aborted): which key, its id, and when it

@@ -70,6 +70,24 @@ def part_md5s(path: Path, parts: Sequence[Part], workers: int | None = None) -> 
         return list(pool.map(one, parts))
 
 
+def content_mismatch(expected: Multihash, expected_size: int, actual: Multihash, actual_size: int) -> str | None:
+    """The check every reader applies to an object's bytes: they are ``expected_size`` long and hash to
+    ``expected``. Why bytes of ``actual_size`` hashing to ``actual`` are not that object (one line), or
+    None when they are."""
+    if actual_size != expected_size:
+        return f"{actual_size} bytes, expected {expected_size}"
+    if actual != expected:
+        return "content does not match its hash"
+    return None
+
+
+def bytes_mismatch(data: bytes, expected: Multihash, expected_size: int) -> str | None:
+    """:func:`content_mismatch` of bytes in memory (hashed only when their size is right)."""
+    if len(data) != expected_size:
+        return content_mismatch(expected, expected_size, expected, len(data))
+    return content_mismatch(expected, expected_size, Multihash.of(data, expected.code), len(data))
+
+
 @dataclass(frozen=True, slots=True)
 class FileDigest:
     """Content address, size and MD5 (hex) of some bytes."""
@@ -80,7 +98,12 @@ class FileDigest:
 
     @property
     def md5_base64(self) -> str:
+        """The MD5 as a ``Content-MD5`` header value."""
         return md5_base64_from_hex(self.md5_hex)
+
+    def mismatch(self, expected: Multihash, expected_size: int) -> str | None:
+        """:func:`content_mismatch` of these bytes against the object they should be."""
+        return content_mismatch(expected, expected_size, self.multihash, self.size)
 
 
 class Digester:
@@ -93,11 +116,13 @@ class Digester:
         self.size = 0
 
     def update(self, chunk: bytes) -> None:
+        """Hash the next ``chunk``."""
         self._hasher.update(chunk)
         self._md5.update(chunk)
         self.size += len(chunk)
 
     def result(self) -> FileDigest:
+        """The digest of every chunk so far."""
         return FileDigest(Multihash(self.code, self._hasher.digest()), self.size, self._md5.hexdigest())
 
 

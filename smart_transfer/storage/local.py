@@ -1,28 +1,21 @@
 """LocalStore: the embedded default store, files under a root directory.
 
-Writes go to a temporary file and are renamed into place, so readers never see a partial object.
-Presigned URLs point at the server app's ``/_store/{key}`` route; they are HMAC-SHA256 signed with a
-key kept in the store (so they survive restarts), expire, and are bound to one method, one key and,
-for PUT, optionally one Content-MD5 and one part of one multipart upload (``local_uploads.py``).
+Writes go to a temporary file of the staging area (``local_staging.py``) and are renamed into place,
+so readers never see a partial object. ETags are remembered by ``local_etags.py``. Presigned URLs
+point at the server app's ``/_store/{key}`` route and are signed by ``local_signer.py``; multipart
+uploads follow S3's flow on local files (``local_uploads.py``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import hmac
 import os
-import secrets
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from urllib.parse import quote, urlencode
 
 from smart_transfer.storage.base import (
     DEFAULT_URL_TTL_SECONDS,
-    MAX_URL_TTL_SECONDS,
     STREAM_CHUNK_BYTES,
     ObjectInfo,
     ObjectStore,
@@ -32,32 +25,15 @@ from smart_transfer.storage.base import (
     check_key,
     check_prefix,
 )
-from smart_transfer.storage.digest import md5_hex_from_base64, multipart_etag
-from smart_transfer.storage.errors import (
-    InvalidKey,
-    ObjectNotFound,
-    PresigningUnavailable,
-    PresignRefused,
-    StorageUnavailable,
-)
+from smart_transfer.storage.digest import multipart_etag
+from smart_transfer.storage.errors import ObjectNotFound, StorageUnavailable
+from smart_transfer.storage.local_etags import EtagMemory
+from smart_transfer.storage.local_signer import Grant, HmacSigner, load_signing_key
+from smart_transfer.storage.local_staging import ObjectWriter, StagingArea
 from smart_transfer.storage.local_uploads import LocalUploads
 
 #: Internal directory inside the root; keys can never name it (no key part starts with '.').
 INTERNAL_DIR = ".store"
-#: Route prefix the server app serves presigned requests under.
-PRESIGN_ROUTE = "/_store/"
-#: How many computed ETags are remembered (each entry ~200 bytes).
-ETAG_CACHE_ENTRIES = 200_000
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """What a valid presigned request may do beyond its method and key: the MD5 (hex) its body must
-    have, and the multipart upload and part number it writes."""
-
-    md5_hex: str | None = None
-    upload_id: str | None = None
-    part: int | None = None
 
 
 class LocalStore(ObjectStore):
@@ -70,16 +46,15 @@ class LocalStore(ObjectStore):
         self.public_url = public_url.rstrip("/") if public_url else None
         self.supports_presigning = self.public_url is not None
         self._internal = self.root / INTERNAL_DIR
-        self._tmp = self._internal / "tmp"
         self._locks = self._internal / "locks"
         try:
-            self._tmp.mkdir(parents=True, exist_ok=True)
+            #: Where files are written before they are renamed into place.
+            self.staging = StagingArea(self._internal)
             self._locks.mkdir(parents=True, exist_ok=True)
+            self.signer = HmacSigner(load_signing_key(self._internal / "signing-key"), self.public_url)
         except OSError as exc:
             raise StorageUnavailable(f"cannot create store directory {self.root}: {exc.strerror}") from None
-        self._signing_key = self._load_signing_key()
-        self._etags: OrderedDict[tuple[int, int, int], str] = OrderedDict()
-        self._kept_etags = self._internal / "etags"
+        self._etags = EtagMemory(self._internal / "etags", self.staging.temp_path)
         self.uploads = LocalUploads(self._internal / "uploads")
 
     def describe(self) -> str:
@@ -98,26 +73,14 @@ class LocalStore(ObjectStore):
     def local_path(self, key: str) -> Path:
         return self.path_of(key)
 
-    def _load_signing_key(self) -> bytes:
-        path = self._internal / "signing-key"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return path.read_bytes()
-        with os.fdopen(fd, "wb") as out:
-            out.write(secrets.token_bytes(32))
-        return path.read_bytes()
-
     def temp_path(self) -> Path:
         """A fresh path inside the store's filesystem, for writers that rename into place."""
-        return self._tmp / f"{os.getpid()}-{secrets.token_hex(8)}"
+        return self.staging.temp_path()
 
     def staging_path(self, key: str) -> Path:
         """The one staging path of a resumable download of ``key`` (the same in every run, so a run
         finds what a killed one left), inside the store's filesystem and never a key."""
-        staging = self._internal / "staging"
-        staging.mkdir(exist_ok=True)
-        return staging / hashlib.sha256(check_key(key).encode()).hexdigest()
+        return self.staging.staging_path(key)
 
     def move_into_place(self, key: str, temp: Path) -> Path:
         """Rename a finished temporary file (from :meth:`temp_path` or :meth:`staging_path`) to ``key``'s
@@ -139,64 +102,18 @@ class LocalStore(ObjectStore):
             raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
         if etag is None:
             return self._info(key, dest)
-        self._remember_etag(stat, etag)
-        if "-" in etag:
-            self._keep_etag(key, stat, etag)
+        self._etags.remember(key, stat, etag)
         return ObjectInfo(key, stat.st_size, etag)
-
-    def _etag_file(self, key: str) -> Path:
-        return self._kept_etags / hashlib.sha256(key.encode()).hexdigest()
-
-    def _keep_etag(self, key: str, stat: os.stat_result, etag: str) -> None:
-        """A multipart ETag cannot be recomputed from the bytes: keep it on disk, tied to this file."""
-        try:
-            self._kept_etags.mkdir(exist_ok=True)
-            temp = self.temp_path()
-            temp.write_text(f"{stat.st_ino} {stat.st_size} {stat.st_mtime_ns} {etag}")
-            os.replace(temp, self._etag_file(key))
-        except OSError as exc:
-            raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
-
-    def _kept_etag(self, key: str, signature: tuple[int, int, int]) -> str | None:
-        try:
-            ino, size, mtime_ns, etag = self._etag_file(key).read_text().split()
-        except (FileNotFoundError, ValueError):
-            return None
-        return etag if (int(ino), int(size), int(mtime_ns)) == signature else None
-
-    def _write_temp(self, data: bytes) -> Path:
-        temp = self.temp_path()
-        try:
-            with open(temp, "wb") as out:
-                out.write(data)
-        except OSError as exc:
-            temp.unlink(missing_ok=True)
-            raise StorageUnavailable(f"cannot write to {self.root}: {exc.strerror}") from None
-        return temp
-
-    def _remember_etag(self, stat: os.stat_result, etag: str) -> None:
-        self._etags[(stat.st_ino, stat.st_size, stat.st_mtime_ns)] = etag
-        if len(self._etags) > ETAG_CACHE_ENTRIES:
-            self._etags.popitem(last=False)
 
     def _info(self, key: str, path: Path) -> ObjectInfo:
         stat = path.stat()
-        signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        etag = self._etags.get(signature) or self._kept_etag(key, signature)
-        if etag is None:
-            digest = hashlib.md5()
-            with open(path, "rb") as src:
-                while chunk := src.read(STREAM_CHUNK_BYTES):
-                    digest.update(chunk)
-            etag = digest.hexdigest()
-            self._remember_etag(stat, etag)
-        return ObjectInfo(key, stat.st_size, etag, stat.st_mtime)
+        return ObjectInfo(key, stat.st_size, self._etags.etag_of(key, path, stat), stat.st_mtime)
 
     # -- the contract ----------------------------------------------------------------------------
 
     def put(self, key: str, data: bytes) -> ObjectInfo:
         check_key(key)
-        return self.adopt(key, self._write_temp(data), hashlib.md5(data).hexdigest())
+        return self.adopt(key, self.staging.write_temp(data), hashlib.md5(data).hexdigest())
 
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         check_key(key)
@@ -294,7 +211,7 @@ class LocalStore(ObjectStore):
 
     def create_if_absent(self, key: str, data: bytes) -> bool:
         dest = self.path_of(key)
-        temp = self._write_temp(data)
+        temp = self.staging.write_temp(data)
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.link(temp, dest)  # link(2) fails if dest exists: atomic create-if-absent
@@ -342,7 +259,7 @@ class LocalStore(ObjectStore):
         self, key: str, upload_id: str, number: int, content_md5: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS
     ) -> PresignedRequest:
         self.uploads.check_part_number(key, upload_id, number)
-        return self._presign("PUT", key, ttl_seconds, content_md5, (upload_id, number))
+        return self.signer.presign("PUT", key, ttl_seconds, content_md5, (upload_id, number))
 
     def complete_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> ObjectInfo:
         temp = self.temp_path()
@@ -364,102 +281,23 @@ class LocalStore(ObjectStore):
             part = self.uploads.adopt_part(key, upload_id, number, temp, md5_hex)
             return ObjectInfo(key, part.size, part.etag)
 
-        return ObjectWriter(self, key, max_bytes, place)
+        return ObjectWriter(self.temp_path(), max_bytes, place)
 
-    # -- presigning --------------------------------------------------------------------------------
-
-    def _signature(self, method: str, key: str, expires: int, md5_hex: str, part: tuple[str, int] | None) -> str:
-        message = f"{method}\n{key}\n{expires}\n{md5_hex}"
-        if part is not None:
-            message += f"\n{part[0]}\n{part[1]}"
-        return hmac.new(self._signing_key, message.encode(), hashlib.sha256).hexdigest()
-
-    def _presign(
-        self, method: str, key: str, ttl_seconds: int, content_md5: str | None, part: tuple[str, int] | None = None
-    ) -> PresignedRequest:
-        if self.public_url is None:
-            raise PresigningUnavailable("this local store has no public URL to presign against")
+    def object_writer(self, key: str, max_bytes: int) -> ObjectWriter:
+        """A writer of a presigned PUT of the whole object ``key``."""
         check_key(key)
-        if not 1 <= ttl_seconds <= MAX_URL_TTL_SECONDS:
-            raise ValueError(f"URL lifetime must be 1..{MAX_URL_TTL_SECONDS} seconds")
-        expires = int(time.time()) + ttl_seconds
-        md5_hex = md5_hex_from_base64(content_md5) if content_md5 else ""
-        signature = self._signature(method, key, expires, md5_hex, part)
-        query = {"method": method, "expires": str(expires), "signature": signature}
-        if md5_hex:
-            query["md5"] = md5_hex
-        if part is not None:
-            query.update(upload=part[0], part=str(part[1]))
-        url = f"{self.public_url}{PRESIGN_ROUTE}{quote(key)}?{urlencode(query)}"
-        headers = {"Content-MD5": content_md5} if content_md5 else {}
-        return PresignedRequest(method, url, expires, headers)
+        return ObjectWriter(self.temp_path(), max_bytes, lambda temp, etag: self.adopt(key, temp, etag))
+
+    # -- presigning ---------------------------------------------------------------------------------
 
     def presign_get(self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS) -> PresignedRequest:
-        return self._presign("GET", key, ttl_seconds, None)
+        return self.signer.presign("GET", key, ttl_seconds, None)
 
     def presign_put(
         self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
     ) -> PresignedRequest:
-        return self._presign("PUT", key, ttl_seconds, content_md5)
+        return self.signer.presign("PUT", key, ttl_seconds, content_md5)
 
     def verify_presigned(self, method: str, key: str, query: Mapping[str, str]) -> Grant:
         """Check a presigned request; returns what it is bound to, else raises PresignRefused."""
-        try:
-            check_key(key)
-        except InvalidKey:
-            raise PresignRefused("invalid key") from None
-        signature = query.get("signature", "")
-        bound_method = query.get("method", "")
-        md5_hex = query.get("md5", "")
-        try:
-            expires = int(query.get("expires", ""))
-            part = (query["upload"], int(query["part"])) if "upload" in query or "part" in query else None
-        except (KeyError, ValueError):
-            raise PresignRefused("missing or malformed expiry or part") from None
-        expected = self._signature(bound_method, key, expires, md5_hex, part)
-        if not hmac.compare_digest(expected, signature):
-            raise PresignRefused("signature does not match")
-        allowed = {bound_method, "HEAD"} if bound_method == "GET" else {bound_method}
-        if method not in allowed:
-            raise PresignRefused(f"URL was signed for {bound_method}, not {method}")
-        if time.time() > expires:
-            raise PresignRefused("URL expired")
-        if part is None:
-            return Grant(md5_hex or None)
-        return Grant(md5_hex or None, part[0], part[1])
-
-
-class ObjectWriter:
-    """Streams one presigned upload into a LocalStore: temp file, MD5 check, then ``place`` (by
-    default: rename into place under ``key``; a part writer moves it into its upload)."""
-
-    def __init__(
-        self, store: LocalStore, key: str, max_bytes: int, place: Callable[[Path, str], ObjectInfo] | None = None
-    ) -> None:
-        self._key = check_key(key)
-        self._place = place or (lambda temp, etag: store.adopt(self._key, temp, etag))
-        self.max_bytes = max_bytes
-        self._temp = store.temp_path()
-        self._out = open(self._temp, "wb")  # noqa: SIM115 - closed in commit/abort
-        self._md5 = hashlib.md5()
-        self.size = 0
-
-    def write(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size > self.max_bytes:
-            self.abort()
-            raise PresignRefused(f"object larger than the {self.max_bytes}-byte limit", status=413)
-        self._md5.update(chunk)
-        self._out.write(chunk)
-
-    def commit(self, expected_md5_hex: str | None) -> ObjectInfo:
-        self._out.close()
-        etag = self._md5.hexdigest()
-        if expected_md5_hex is not None and etag != expected_md5_hex:
-            self.abort()
-            raise PresignRefused("BadDigest: body does not match the Content-MD5 the URL was signed for", status=400)
-        return self._place(self._temp, etag)
-
-    def abort(self) -> None:
-        self._out.close()
-        self._temp.unlink(missing_ok=True)
+        return self.signer.verify(method, key, query)

@@ -48,6 +48,7 @@ class LocalUploads:
             raise StorageUnavailable(f"cannot create {directory}: {exc.strerror}") from None
 
     def create(self, key: str) -> str:
+        """Start an upload of ``key``; its id."""
         check_key(key)
         upload_id = secrets.token_hex(16)
         folder = self.directory / upload_id
@@ -71,6 +72,7 @@ class LocalUploads:
         return folder
 
     def pending(self, prefix: str) -> Iterator[PendingUpload]:
+        """The uploads in progress of keys under ``prefix``."""
         check_prefix(prefix)
         found = []
         for folder in self.directory.iterdir():
@@ -84,6 +86,7 @@ class LocalUploads:
         yield from sorted(found, key=lambda upload: (upload.key, upload.initiated))
 
     def parts(self, key: str, upload_id: str) -> list[UploadedPart]:
+        """The parts the upload holds, by number (NoSuchUpload when it is gone)."""
         folder = self.folder(key, upload_id)
         newest: dict[int, tuple[int, UploadedPart]] = {}
         for entry in os.scandir(folder):

@@ -255,17 +255,22 @@ class S3Store(ObjectStore):
         with self._errors(key):
             self._client.delete_object(Bucket=self.bucket, Key=self._full(key))
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+    def _listed(self, operation: str, prefix: str, entries: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each entry (key without the store's prefix, and the entry) of the pages of a listing
+        ``operation`` (``list_objects_v2``, ``list_multipart_uploads``) of the keys under ``prefix``."""
         check_prefix(prefix)
-        paginator = self._client.get_paginator("list_objects_v2")
+        paginator = self._client.get_paginator(operation)
         with self._errors(prefix):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-                for item in page.get("Contents", []):
-                    key = str(item["Key"])[len(self.prefix) :]
-                    modified = item.get("LastModified")
-                    yield ObjectInfo(
-                        key, int(item["Size"]), str(item["ETag"]).strip('"'), modified.timestamp() if modified else 0.0
-                    )
+                for item in page.get(entries, []):
+                    yield str(item["Key"])[len(self.prefix) :], item
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        for key, item in self._listed("list_objects_v2", prefix, "Contents"):
+            modified = item.get("LastModified")
+            yield ObjectInfo(
+                key, int(item["Size"]), str(item["ETag"]).strip('"'), modified.timestamp() if modified else 0.0
+            )
 
     def list_children(self, prefix: str) -> Iterator[str]:
         check_prefix(prefix)
@@ -393,13 +398,8 @@ class S3Store(ObjectStore):
         return str(response["UploadId"])
 
     def list_multipart(self, prefix: str) -> Iterator[PendingUpload]:
-        check_prefix(prefix)
-        paginator = self._client.get_paginator("list_multipart_uploads")
-        with self._errors(prefix):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-                for item in page.get("Uploads", []):
-                    key = str(item["Key"])[len(self.prefix) :]
-                    yield PendingUpload(key, str(item["UploadId"]), item["Initiated"].timestamp())
+        for key, item in self._listed("list_multipart_uploads", prefix, "Uploads"):
+            yield PendingUpload(key, str(item["UploadId"]), item["Initiated"].timestamp())
 
     def list_parts(self, key: str, upload_id: str) -> Sequence[UploadedPart]:
         paginator = self._client.get_paginator("list_parts")

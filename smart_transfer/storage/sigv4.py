@@ -21,6 +21,8 @@ _UNSIGNED = "UNSIGNED-PAYLOAD"
 
 @dataclass(frozen=True)
 class Credentials:
+    """The AWS credentials a URL is signed with (``token``: a session token, when they are temporary)."""
+
     access_key: str
     secret_key: str
     token: str | None = None

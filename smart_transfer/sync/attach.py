@@ -13,12 +13,12 @@ from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import (
     DivergedDetails,
     ErrorCode,
-    InvalidBlocksDetails,
     InvalidHeadDetails,
     ProtocolError,
     SeedMismatchDetails,
 )
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.sync.bundle import invalid_block
 
 #: The client's head and this many predecessors are offered as known blocks, one by one; beyond
 #: them, blocks at power-of-two distances (so a forced sync resends at most twice what it must).
@@ -66,15 +66,13 @@ def attach(
     else:
         base = tip_at(first.prev_block_hash)
         if base is None:
-            raise ProtocolError(
-                ErrorCode.INVALID_BLOCKS,
-                f"the blocks attach to block {first.prev_block_hash}, which is on no chain here",
-                InvalidBlocksDetails(block=str(blocks[0].hash)),
+            raise invalid_block(
+                blocks[0].hash, f"the blocks attach to block {first.prev_block_hash}, which is on no chain here"
             )
     try:
         validate_extension(base, ((b.hash, b.block) for b in blocks))
     except ChainRuleViolation as exc:
-        raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc), InvalidBlocksDetails(block=exc.block_hash)) from None
+        raise invalid_block(exc.block_hash, str(exc)) from None
     except ModelError as exc:
         raise ProtocolError(ErrorCode.INVALID_BLOCKS, str(exc)) from None
     return base
@@ -109,10 +107,8 @@ def place_push(
     blocks alone decide, and no push moves head back)."""
     if blocks:
         if target is not None and blocks[-1].hash != target:
-            raise ProtocolError(
-                ErrorCode.INVALID_BLOCKS,
-                f"the blocks end at {blocks[-1].hash}, not at the target head {target}",
-                InvalidBlocksDetails(block=str(blocks[-1].hash)),
+            raise invalid_block(
+                blocks[-1].hash, f"the blocks end at {blocks[-1].hash}, not at the target head {target}"
             )
         return attach(current, blocks, force, dataset.chain_tip_at)
     if target is not None and current is not None and target != current.head:

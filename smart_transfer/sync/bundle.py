@@ -11,6 +11,12 @@ from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, che
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
 from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
+from smart_transfer.storage.digest import bytes_mismatch
+
+
+def invalid_block(block: Multihash | str, message: str) -> ProtocolError:
+    """The InvalidBlocks error that names ``block`` as the one at fault."""
+    return ProtocolError(ErrorCode.INVALID_BLOCKS, message, InvalidBlocksDetails(block=str(block)))
 
 
 @dataclass
@@ -40,7 +46,7 @@ def check_bundle(blocks: Sequence[NewBlock], manifests: Mapping[Multihash, bytes
     for ref in checkpoint_refs(blocks):
         content = manifests.get(ref.physical_hash)
         details = InvalidBlocksDetails(manifest=str(ref.physical_hash))
-        if content is None or len(content) != ref.size or not ref.physical_hash.matches(content):
+        if content is None or bytes_mismatch(content, ref.physical_hash, ref.size) is not None:
             raise ProtocolError(
                 ErrorCode.INVALID_BLOCKS,
                 f"checkpoint manifest {ref.physical_hash} is missing, or not the {ref.size} bytes its block records",
@@ -62,11 +68,7 @@ def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
         try:
             blocks.append(NewBlock.decode(content, address))
         except ModelError as exc:
-            raise ProtocolError(
-                ErrorCode.INVALID_BLOCKS,
-                f"block {address} is malformed: {exc}",
-                InvalidBlocksDetails(block=str(address)),
-            ) from None
+            raise invalid_block(address, f"block {address} is malformed: {exc}") from None
     return blocks
 
 

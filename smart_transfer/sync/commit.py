@@ -15,7 +15,6 @@ from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.walk import walk_chain
 from smart_transfer.protocol.errors import (
     ErrorCode,
-    InvalidBlocksDetails,
     InvalidHeadDetails,
     ProtocolError,
     UploadInvalidDetails,
@@ -25,9 +24,10 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
+from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.digest import digest_chunks
 from smart_transfer.sync.attach import check_expected_head, place_push
-from smart_transfer.sync.bundle import check_bundle
+from smart_transfer.sync.bundle import check_bundle, invalid_block
 
 #: How many failing objects an UploadInvalid error lists.
 MAX_LISTED_FAILURES = 20
@@ -47,14 +47,11 @@ def list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
 
 
 def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None) -> str | None:
-    if info is None:
-        return f"{ref.label}: missing"
-    if info.size != ref.size:
-        return f"{ref.label}: {info.size} bytes, expected {ref.size}"
-    if etag is not None:
-        return None if info.etag == etag else f"{ref.label}: content does not match the promised MD5"
-    digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
-    return None if digest.multihash == ref.physical_hash else f"{ref.label}: content does not match its hash"
+    problem = stored_mismatch(info, ref.size, etag)
+    if problem is None and etag is None:
+        digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
+        problem = digest.mismatch(ref.physical_hash, ref.size)
+    return None if problem is None else f"{ref.label}: {problem}"
 
 
 def upload_invalid(failures: Sequence[str]) -> ProtocolError:
@@ -152,10 +149,6 @@ def _uploaded_block(dataset: DatasetRepository) -> Callable[[Multihash], bytes]:
         try:
             return dataset.block_bytes(block_hash)
         except CorruptRepository:
-            raise ProtocolError(
-                ErrorCode.INVALID_BLOCKS,
-                f"block {block_hash} is not uploaded; PUT it first",
-                InvalidBlocksDetails(block=str(block_hash)),
-            ) from None
+            raise invalid_block(block_hash, f"block {block_hash} is not uploaded; PUT it first") from None
 
     return fetch

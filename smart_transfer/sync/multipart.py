@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.messages import ObjectFile
 from smart_transfer.storage import MultipartRefused, NoSuchUpload, ObjectStore, UploadedPart
+from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import md5_hex_from_base64, multipart_etag
 from smart_transfer.storage.parts import Part, layout, part_size_for
 
@@ -23,6 +24,11 @@ class PartsPromise:
     md5s: list[str]
 
     @property
+    def size(self) -> int:
+        """The size of the assembled object."""
+        return sum(part.length for part in self.parts)
+
+    @property
     def etag(self) -> str:
         """The ETag the assembled object must have."""
         return multipart_etag(self.md5s)
@@ -31,7 +37,7 @@ class PartsPromise:
         """Whether a part the store holds is the promised one (number, size and MD5)."""
         if not 1 <= part.number <= len(self.parts):
             return False
-        return part.size == self.parts[part.number - 1].length and part.etag == self.md5s[part.number - 1]
+        return stored_as_promised(part, self.parts[part.number - 1].length, self.md5s[part.number - 1])
 
     def held_by(self, store: ObjectStore, key: str, upload_id: str) -> set[int]:
         """The numbers of the promised parts that upload ``upload_id`` of ``key`` holds in the store;
@@ -80,7 +86,7 @@ def complete(store: ObjectStore, key: str, upload_id: str, promise: PartsPromise
         held = promise.held_by(store, key, upload_id)
     except NoSuchUpload:
         info = store.head(key)  # assembled meanwhile by another push of the same object?
-        return None if info is not None and info.etag == promise.etag else "its upload is gone (aborted?)"
+        return None if stored_as_promised(info, promise.size, promise.etag) else "its upload is gone (aborted?)"
     missing = [part.number for part in promise.parts if part.number not in held]
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,8 @@ from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
+from smart_transfer.storage.digest import content_mismatch
+from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
 from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
@@ -95,7 +96,6 @@ def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> Tr
 
 
 async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
-    delay = RETRY_BASE_DELAY
     for number in range(1, timeouts.attempts + 1):
         try:
             return await attempt()
@@ -107,8 +107,7 @@ async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeout
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
             if number == timeouts.attempts:
                 raise _failure(name, exc, timeouts, size) from None
-        await asyncio.sleep(delay * (0.5 + random.random()))
-        delay *= 2
+        await asyncio.sleep(backoff_delay(number, RETRY_BASE_DELAY))
     raise AssertionError("unreachable")
 
 
@@ -164,10 +163,35 @@ async def _verified_chunks(
         hasher.update(chunk)
         on_bytes(len(chunk))
         yield chunk
-    if size != expected_size:
-        raise TransferFailed(name, f"{size} bytes, expected {expected_size}")
-    if Multihash(expected_hash.code, hasher.digest()) != expected_hash:
-        raise TransferFailed(name, "content does not match its hash (corrupted in storage?)")
+    problem = content_mismatch(expected_hash, expected_size, Multihash(expected_hash.code, hasher.digest()), size)
+    if problem is not None:
+        raise TransferFailed(name, f"{problem} (corrupted in storage?)")
+
+
+async def _get_verified(
+    session: aiohttp.ClientSession,
+    request: HttpRequest,
+    expected_hash: Multihash,
+    expected_size: int,
+    on_bytes: Callable[[int], None],
+    keep: Callable[[AsyncIterator[bytes]], Awaitable[None]],
+    timeouts: Timeouts | None,
+    limiter: RateLimiter | None,
+) -> None:
+    """GET ``request`` with retries, handing each attempt's body (verified as it streams, see
+    ``_verified_chunks``) to ``keep``, which starts over on every attempt; raises TransferFailed."""
+    name = str(expected_hash)
+    timeouts = timeouts or Timeouts()
+    bounds = request_timeout(timeouts, expected_size)
+
+    async def attempt() -> int:
+        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
+            if response.status != 200:
+                check_status(name, response.status, await response.read())
+            await keep(_verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter))
+        return expected_size
+
+    await with_retries(name, attempt, timeouts, expected_size)
 
 
 async def download(
@@ -181,25 +205,18 @@ async def download(
     limiter: RateLimiter | None = None,
 ) -> Verified:
     """GET ``request`` into ``temp_path``, verifying the multihash and size; raises TransferFailed."""
-    name = str(expected_hash)
-    timeouts = timeouts or Timeouts()
-    bounds = request_timeout(timeouts, expected_size)
 
-    async def attempt() -> int:
-        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
-            if response.status != 200:
-                check_status(name, response.status, await response.read())
-            with open(temp_path, "wb") as out:
-                async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
-                    out.write(chunk)
-        return expected_size
+    async def write(chunks: AsyncIterator[bytes]) -> None:
+        with open(temp_path, "wb") as out:
+            async for chunk in chunks:
+                out.write(chunk)
 
     try:
-        size = await with_retries(name, attempt, timeouts, expected_size)
+        await _get_verified(session, request, expected_hash, expected_size, on_bytes, write, timeouts, limiter)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
-    return Verified(temp_path, size, size)
+    return Verified(temp_path, expected_size, expected_size)
 
 
 async def download_bytes(
@@ -213,21 +230,13 @@ async def download_bytes(
 ) -> bytes:
     """GET a small object (at most SMALL_OBJECT_BYTES) into memory, verified like ``download``: no
     file is opened on the event loop, so thousands of small objects do not stall each other."""
-    name = str(expected_hash)
-    timeouts = timeouts or Timeouts()
-    bounds = request_timeout(timeouts, expected_size)
     body: list[bytes] = []
 
-    async def attempt() -> int:
+    async def collect(chunks: AsyncIterator[bytes]) -> None:
         body.clear()
-        async with session.get(request.url, headers=request.headers, timeout=bounds) as response:
-            if response.status != 200:
-                check_status(name, response.status, await response.read())
-            async for chunk in _verified_chunks(response, name, expected_hash, expected_size, on_bytes, limiter):
-                body.append(chunk)
-        return expected_size
+        body.extend([chunk async for chunk in chunks])
 
-    await with_retries(name, attempt, timeouts, expected_size)
+    await _get_verified(session, request, expected_hash, expected_size, on_bytes, collect, timeouts, limiter)
     return b"".join(body)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from smart_transfer.transfer.backoff import longest_backoff
+
 #: Parallel transfers unless the caller says otherwise.
 DEFAULT_PARALLEL = 16
 #: Seconds to open a TCP connection (to storage, or to the server).
@@ -75,5 +77,5 @@ class Timeouts:
     def stall_bound(self) -> float:
         """Seconds within which a store that stopped answering fails an object: every attempt waits
         at most connect + read timeouts, plus the longest backoff between attempts."""
-        backoff = sum(RETRY_BASE_DELAY * 1.5 * 2.0**n for n in range(self.attempts - 1))
+        backoff = sum(longest_backoff(n, RETRY_BASE_DELAY) for n in range(1, self.attempts))
         return self.attempts * (self.connect + self.read) + backoff

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
+from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
+from smart_transfer.transfer.pieces import in_parallel
 
 if TYPE_CHECKING:  # the HTTP stack loads when objects move, not when a pull starts
     import aiohttp
@@ -104,13 +106,7 @@ class PeerFetcher:
 
     async def fetch_all(self, items: Sequence[ObjectFile]) -> list[ObjectFile]:
         """Fetch what the peers can serve; returns the objects left for storage, in their order."""
-        semaphore = asyncio.Semaphore(self.parallel)
-
-        async def one(item: ObjectFile) -> bool:
-            async with semaphore:
-                return await self._one(item)
-
-        served = await asyncio.gather(*(one(item) for item in items))
+        served = await in_parallel(items, self._one, self.parallel)
         return [item for item, done in zip(items, served, strict=True) if not done]
 
     async def _one(self, item: ObjectFile) -> bool:
@@ -121,7 +117,6 @@ class PeerFetcher:
 
     async def _from(self, url: str, item: ObjectFile) -> bool:
         request = HttpRequest(method="GET", url=f"{url}/{item.kind}/{item.physical_hash}", headers={}, expires_at=0)
-        delay = PEER_BUSY_DELAY
         for attempt in range(1, PEER_BUSY_ATTEMPTS + 1):
             if url in self.report.dropped:
                 return False
@@ -134,8 +129,7 @@ class PeerFetcher:
                 return False
             except TransferFailed as exc:
                 if exc.status == 429 and attempt < PEER_BUSY_ATTEMPTS:
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                    delay *= 2
+                    await asyncio.sleep(backoff_delay(attempt, PEER_BUSY_DELAY))
                     continue
                 self._failed(url, exc)
                 return False

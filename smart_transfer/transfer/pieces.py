@@ -1,4 +1,7 @@
-"""Moving the pieces of one large object (ranges of a download, parts of an upload) in parallel without
+"""Bounded parallel work, one implementation: ``run_pieces`` (workers pulling from one queue) and
+``in_parallel`` (a map over it, results in order).
+
+Moving the pieces of one large object (ranges of a download, parts of an upload) in parallel without
 oversubscribing the connection pool: the object already holds one of the flow's transfer slots, and
 its first worker runs on that one; every other worker takes a slot of its own from the same pool
 before it picks a piece. So the requests in flight never exceed ``--parallel``, a large object next to
@@ -13,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 async def run_pieces(
@@ -39,3 +43,15 @@ async def run_pieces(
                 group.create_task(worker(index))
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
+
+
+async def in_parallel(items: Sequence[T], work: Callable[[T], Awaitable[R]], parallel: int) -> list[R]:
+    """``work`` on every item, at most ``parallel`` at a time; the results in the items' order. The
+    first failure cancels the rest and is raised as it is."""
+    results: dict[int, R] = {}
+
+    async def one(index: int) -> None:
+        results[index] = await work(items[index])
+
+    await run_pieces(range(len(items)), one, parallel, None)
+    return [results[index] for index in range(len(items))]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 from collections.abc import Awaitable, Callable
 
 from smart_transfer.client.flows.moving import TransferSummary
 from smart_transfer.errors import SmartTransferError
 from smart_transfer.protocol.errors import RETRYABLE
+from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed
 
 #: First wait before a dropped session is resumed, and the longest (seconds); doubled each time.
@@ -63,8 +63,7 @@ class Follower:
                 if not dropped(exc) or self._failures >= self.attempts:
                     raise
                 self._failures += 1
-                delay = min(MAX_FOLLOW_RECONNECT_DELAY, FOLLOW_RECONNECT_DELAY * 2 ** (self._failures - 1))
-                delay *= random.uniform(0.5, 1.5)
+                delay = backoff_delay(self._failures, FOLLOW_RECONNECT_DELAY, MAX_FOLLOW_RECONNECT_DELAY)
                 self.warn(f"{name}: the session ended ({exc}); resuming with a pull in {delay:.1f} s")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), delay)

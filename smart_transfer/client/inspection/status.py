@@ -26,6 +26,7 @@ from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo, ServerInfo
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.transfer.http import make_session
+from smart_transfer.transfer.pieces import in_parallel
 
 #: Datasets ``ls`` describes at once (one request each).
 LS_PARALLEL = 8
@@ -130,16 +131,14 @@ async def list_datasets(server: RemoteServer, token: str | None, options: Client
     for each, LS_PARALLEL at a time). A dataset deleted between the two is left out."""
     async with make_session(LS_PARALLEL, options.answer_timeouts) as http:
         names = (await RestSession(http, token).get_model(f"{server.base_url}/", ServerInfo)).datasets
-        semaphore = asyncio.Semaphore(LS_PARALLEL)
 
         async def describe(name: str) -> DatasetInfo | None:
-            async with semaphore:
-                try:
-                    return await RestClient(http, server.dataset(name), token, redirect=True).describe()
-                except RemoteError as exc:
-                    if exc.code is ErrorCode.DATASET_NOT_FOUND:
-                        return None
-                    raise
+            try:
+                return await RestClient(http, server.dataset(name), token, redirect=True).describe()
+            except RemoteError as exc:
+                if exc.code is ErrorCode.DATASET_NOT_FOUND:
+                    return None
+                raise
 
-        found = await asyncio.gather(*(describe(name) for name in names))
+        found = await in_parallel(names, describe, LS_PARALLEL)
     return [info for info in found if info is not None]

@@ -89,7 +89,7 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
             report.problems.append(f"{label}: missing")
             continue
         digest = digest_file(path, ref.physical_hash.code)
-        if digest.size != ref.size or digest.multihash != ref.physical_hash:
+        if digest.mismatch(ref.physical_hash, ref.size) is not None:
             report.problems.append(f"{label}: corrupt ({digest.size} bytes, hash {digest.multihash})")
             workspace.quarantine.mkdir(parents=True, exist_ok=True)
             os.replace(path, workspace.quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")

@@ -4,8 +4,7 @@ reasons (then objects stream through the server: ``redirect=False``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TypeVar
@@ -30,17 +29,17 @@ from smart_transfer.errors import LocalError, RemoteError, from_protocol
 from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.walk import walk_chain_async
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, authorization
-from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, ProtocolError, parse_details
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError, code_of_status, parse_details
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
 from smart_transfer.transfer.http import Timeouts, make_session
 from smart_transfer.transfer.mover import Transfer
+from smart_transfer.transfer.pieces import in_parallel
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-_STATUS_CODES = {status: code for code, status in reversed(HTTP_STATUS.items())}
 
 
 def status_error(url: str, status: int, body: bytes) -> RemoteError:
@@ -52,23 +51,7 @@ def status_error(url: str, status: int, body: bytes) -> RemoteError:
         return RemoteError(code, message, parse_details(code, raw), raw)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         text = body[:300].decode("utf-8", "replace")
-        return RemoteError(_STATUS_CODES.get(status, ErrorCode.INTERNAL), f"{redact(url)}: HTTP {status}: {text}")
-
-
-async def in_parallel(items: Sequence[T], work: Callable[[T], Awaitable[None]], parallel: int) -> None:
-    """``work`` on every item, at most ``parallel`` at a time; the first failure cancels the rest."""
-    semaphore = asyncio.Semaphore(parallel)
-
-    async def one(item: T) -> None:
-        async with semaphore:
-            await work(item)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for item in items:
-                group.create_task(one(item))
-    except BaseExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None
+        return RemoteError(code_of_status(status), f"{redact(url)}: HTTP {status}: {text}")
 
 
 class RestSession:

@@ -16,7 +16,7 @@ from smart_transfer.client.remote import redact
 from smart_transfer.errors import LocalError, RemoteError, SmartTransferError, from_protocol
 from smart_transfer.protocol import SUBPROTOCOL, authorization
 from smart_transfer.protocol.connection import Connection, PeerError
-from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError
+from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError, code_of_status
 from smart_transfer.protocol.flows import Sender
 from smart_transfer.protocol.messages import Message, MetadataTarball, Progress
 from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT
@@ -25,13 +25,6 @@ from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: Seconds the server may take to answer our close frame.
 CLOSE_TIMEOUT = 5.0
-HANDSHAKE_CODES = {
-    401: ErrorCode.UNAUTHORIZED,
-    403: ErrorCode.FORBIDDEN,
-    404: ErrorCode.NO_SUCH_ROUTE,
-    429: ErrorCode.BUSY,
-    503: ErrorCode.BUSY,  # the server's connection limit
-}
 
 M = TypeVar("M", bound=Message | MetadataTarball)
 
@@ -42,7 +35,7 @@ def _peer_error(error: PeerError) -> RemoteError:
 
 def _handshake_error(url: str, exc: InvalidStatus) -> RemoteError:
     status = exc.response.status_code
-    code = HANDSHAKE_CODES.get(status, ErrorCode.INTERNAL)
+    code = code_of_status(status)
     retry = exc.response.headers.get("Retry-After", "")
     details = BusyDetails(retry_after=int(retry)) if code is ErrorCode.BUSY and retry.isdigit() else None
     return RemoteError(code, f"server refused the session at {redact(url)} (HTTP {status})", details)

@@ -14,7 +14,7 @@ from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain
 from smart_transfer.client.transports.simple import RestClient
-from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs, objects_of, validate_chain
+from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of, validate_chain
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
@@ -52,11 +52,19 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
     """Check every block and object of the local dataset ``name``."""
     dataset = workspace.dataset(name)
     tip = dataset.require_tip()
-    store = workspace.local_store
     report = VerifyReport(dataset.name, str(tip.head))
+    blocks = _checked_blocks(dataset, tip.sequence_number, report)
+    manifests = _manifests(workspace, dataset, blocks, report)
+    for ref in objects_of(blocks, manifests):
+        _check_object(workspace, dataset, ref, report)
+    return report, blocks
+
+
+def _checked_blocks(dataset: DatasetRepository, last: int, report: VerifyReport) -> list[NewBlock]:
+    """The chain's blocks, each checked against its hash and decoded, then the chain rules."""
     stored = _stored_blocks(dataset, report)
     blocks: list[NewBlock] = []
-    for block_hash in dataset.index.hashes_between(dataset.name, 0, tip.sequence_number):
+    for block_hash in dataset.index.hashes_between(dataset.name, 0, last):
         try:
             content = stored.get(block_hash) or dataset.blocks.read_single(block_hash)
             if content is None:
@@ -73,28 +81,39 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
             validate_chain((b.hash, b.block) for b in blocks)
         except ModelError as exc:
             report.problems.append(str(exc))
+    return blocks
+
+
+def _manifests(
+    workspace: Workspace, dataset: DatasetRepository, blocks: list[NewBlock], report: VerifyReport
+) -> dict[Multihash, CheckpointManifest]:
+    """The checkpoint manifests the chain references that are present and intact (the rest are reported
+    as objects below)."""
     manifests: dict[Multihash, CheckpointManifest] = {}
     for ref in checkpoint_refs(blocks):
-        path = store.path_of(dataset.object_key(ref))
+        path = workspace.local_store.path_of(dataset.object_key(ref))
         if path.exists() and ref.physical_hash.matches(data := path.read_bytes()):
             try:
                 manifests[ref.physical_hash] = decode_manifest(data)
             except ModelError as exc:
                 report.problems.append(f"checkpoint manifest {ref.physical_hash}: {exc}")
-    for ref in objects_of(blocks, manifests):
-        report.objects_checked += 1
-        path = store.path_of(dataset.object_key(ref))
-        label = f"{ref.kind.value}/{ref.physical_hash}"
-        if not path.exists():
-            report.problems.append(f"{label}: missing")
-            continue
-        digest = digest_file(path, ref.physical_hash.code)
-        if digest.mismatch(ref.physical_hash, ref.size) is not None:
-            report.problems.append(f"{label}: corrupt ({digest.size} bytes, hash {digest.multihash})")
-            workspace.quarantine.mkdir(parents=True, exist_ok=True)
-            os.replace(path, workspace.quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
-            report.quarantined.append(label)
-    return report, blocks
+    return manifests
+
+
+def _check_object(workspace: Workspace, dataset: DatasetRepository, ref: ObjectRef, report: VerifyReport) -> None:
+    """One object's hash and size; a corrupt one goes to quarantine (the next pull fetches it again)."""
+    report.objects_checked += 1
+    path = workspace.local_store.path_of(dataset.object_key(ref))
+    label = f"{ref.kind.value}/{ref.physical_hash}"
+    if not path.exists():
+        report.problems.append(f"{label}: missing")
+        return
+    digest = digest_file(path, ref.physical_hash.code)
+    if digest.mismatch(ref.physical_hash, ref.size) is not None:
+        report.problems.append(f"{label}: corrupt ({digest.size} bytes, hash {digest.multihash})")
+        workspace.quarantine.mkdir(parents=True, exist_ok=True)
+        os.replace(path, workspace.quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
+        report.quarantined.append(label)
 
 
 def _stored_blocks(dataset: DatasetRepository, report: VerifyReport) -> dict[Multihash, bytes]:

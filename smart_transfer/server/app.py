@@ -22,6 +22,8 @@ from smart_transfer.repo import Repository, RepositoryError
 from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.access import AccessLog
 from smart_transfer.server.auth import Access, AuthError
+from smart_transfer.server.delta_sharing import PREFIX as SHARING_PREFIX
+from smart_transfer.server.delta_sharing import sharing_app
 from smart_transfer.server.errors import http_error_handler, typed_error_handler, validation_error_handler
 from smart_transfer.server.limits import Busy
 from smart_transfer.server.ops_routes import ops_router
@@ -62,6 +64,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
     app.include_router(ops_router(state))  # before GET /{dataset}: these names are reserved
+    app.mount(SHARING_PREFIX, sharing_app(state))  # before the dataset routes: /delta-sharing/... is reserved
 
     @app.get(
         "/",

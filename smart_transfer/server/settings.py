@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
-from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS
+from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS, MAX_URL_TTL_SECONDS
 from smart_transfer.storage.parts import (
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_PART_SIZE,
@@ -88,6 +88,10 @@ DEFAULT_MAX_PEERS_LISTED = 8
 #: longest interval.
 DEFAULT_FOLLOW_POLL_MIN_SECONDS = 0.5
 DEFAULT_FOLLOW_POLL_MAX_SECONDS = 2.0
+#: Lifetime of the presigned URLs a Delta Sharing query answers with. Delta Sharing clients (the Python
+#: one) cannot ask for fresh URLs mid-read, so they must outlive a whole read; capped by the stores'
+#: longest URL lifetime (``MAX_URL_TTL_SECONDS``, 7 days).
+DEFAULT_SHARING_URL_TTL_SECONDS = 3600
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
@@ -134,6 +138,7 @@ class ServerSettings:
     max_peers_listed: int = DEFAULT_MAX_PEERS_LISTED
     follow_poll_min_seconds: float = DEFAULT_FOLLOW_POLL_MIN_SECONDS
     follow_poll_max_seconds: float = DEFAULT_FOLLOW_POLL_MAX_SECONDS
+    sharing_url_ttl_seconds: int = DEFAULT_SHARING_URL_TTL_SECONDS
     tokens_file: Path | None = None
     allow_anonymous: bool = False
 
@@ -143,6 +148,11 @@ class ServerSettings:
             raise ValueError(f"the part size must be {MIN_PART_BYTES}..{MAX_PART_BYTES} bytes (S3's limits)")
         if not 0 < self.multipart_threshold <= MAX_SINGLE_PUT_BYTES:
             raise ValueError(f"the multipart threshold must be 1..{MAX_SINGLE_PUT_BYTES} bytes (S3's largest PUT)")
+
+    @property
+    def sharing_url_ttl(self) -> int:
+        """The Delta Sharing URL lifetime, capped by the stores' longest."""
+        return min(self.sharing_url_ttl_seconds, MAX_URL_TTL_SECONDS)
 
     def check_exposure(self) -> None:
         """Refuse to serve anonymous access beyond this machine unless explicitly allowed."""

@@ -180,6 +180,13 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
 LIMITS: list[tuple[str, Callable[[str], object], object, str, str]] = [
     ("--url-ttl", int, defaults.DEFAULT_URL_TTL_SECONDS, "lifetime of presigned URLs, seconds", "url_ttl_seconds"),
     (
+        "--sharing-url-ttl",
+        int,
+        defaults.DEFAULT_SHARING_URL_TTL_SECONDS,
+        "lifetime of Delta Sharing query URLs, seconds (capped at 7 days)",
+        "sharing_url_ttl_seconds",
+    ),
+    (
         "--max-objects-per-page",
         int,
         defaults.DEFAULT_MAX_OBJECTS_PER_PAGE,

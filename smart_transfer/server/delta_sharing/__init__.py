@@ -1,0 +1,39 @@
+"""The server speaks Delta Sharing (delta-io/delta-sharing ``PROTOCOL.md``) under ``PREFIX``: every
+dataset the token may read is a table, its blocks are the table's versions, its data slices the table's
+files, answered with presigned URLs of the store so clients read them straight from storage."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+import smart_transfer
+from smart_transfer.server.delta_sharing.errors import (
+    sharing_error_handler,
+    sharing_http_handler,
+    sharing_validation_handler,
+)
+from smart_transfer.server.delta_sharing.routes import router
+from smart_transfer.server.delta_sharing.tables import Tables
+from smart_transfer.server.state import ServerState
+
+#: Where the routes are mounted; a profile's endpoint is the server's URL plus this.
+PREFIX = "/delta-sharing"
+
+
+def sharing_app(state: ServerState) -> FastAPI:
+    """The Delta Sharing face of a server, with its own error shape and its own OpenAPI document."""
+    app = FastAPI(
+        title="smart-transfer Delta Sharing",
+        version=smart_transfer.__version__,
+        summary="Datasets as Delta Sharing tables (protocol: delta-io/delta-sharing PROTOCOL.md).",
+        servers=[{"url": PREFIX}],
+    )
+    app.state.smart_transfer = state
+    app.state.sharing_tables = Tables(state.repository)
+    app.add_exception_handler(RequestValidationError, sharing_validation_handler)
+    app.add_exception_handler(HTTPException, sharing_http_handler)
+    app.add_exception_handler(Exception, sharing_error_handler)
+    app.include_router(router)
+    return app

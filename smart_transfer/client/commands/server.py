@@ -101,6 +101,25 @@ def run_token_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_token_profile(args: argparse.Namespace) -> int:
+    from smart_transfer.server.auth import TokensFileError, add_token
+    from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile, write_profile
+
+    if not args.read:
+        raise CliError("give at least one --read pattern", EXIT_USAGE)
+    try:
+        profile = sharing_profile(args.url, "")
+        profile["bearerToken"] = add_token(Path(args.tokens), args.subject, args.read, [])
+    except (ValueError, TokensFileError) as exc:
+        raise CliError(str(exc), EXIT_USAGE if isinstance(exc, ValueError) else 1) from None
+    if args.output == "-":
+        print(profile_bytes(profile).decode(), end="")
+    else:
+        write_profile(Path(args.output), profile)
+        print(f"wrote a Delta Sharing profile for {args.subject} to {args.output}")
+    return 0
+
+
 def run_token_list(args: argparse.Namespace) -> int:
     from smart_transfer.server.auth import TokensFileError, load_grants
 
@@ -439,6 +458,21 @@ def _register_token(commands: Commands) -> None:
             help=f"dataset-name pattern this token may {text}; repeatable; * and ? match",
         )
     token_add.set_defaults(handler=run_token_add)
+    profile = add_parser(
+        actions,
+        "profile",
+        help="create a read token and write it as a Delta Sharing profile file",
+        description="Append a read-only token for SUBJECT to the tokens file and write the Delta Sharing "
+        "profile a client loads tables with (endpoint URL/delta-sharing, the token).",
+    )
+    profile.add_argument("subject", metavar="SUBJECT")
+    profile.add_argument("--tokens", required=True, metavar="FILE", help="the tokens file (created if missing)")
+    profile.add_argument("--url", required=True, help="the server's URL as clients reach it (https://HOST)")
+    profile.add_argument(
+        "--read", action="append", default=[], metavar="PATTERN", help="dataset-name pattern; repeatable"
+    )
+    profile.add_argument("--output", "-o", default="-", metavar="FILE", help="profile file (default: standard output)")
+    profile.set_defaults(handler=run_token_profile)
     token_list = add_parser(
         actions,
         "list",

@@ -15,24 +15,21 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 import smart_transfer
-from smart_transfer.model import ModelError
-from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails, ProtocolError
+from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails
 from smart_transfer.protocol.rest import ServerInfo
-from smart_transfer.repo import Repository, RepositoryError
+from smart_transfer.repo import Repository
 from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.access import AccessLog
-from smart_transfer.server.auth import Access, AuthError
+from smart_transfer.server.auth import Access
 from smart_transfer.server.delta_sharing import PREFIX as SHARING_PREFIX
 from smart_transfer.server.delta_sharing import sharing_app
-from smart_transfer.server.errors import http_error_handler, typed_error_handler, validation_error_handler
-from smart_transfer.server.limits import Busy
+from smart_transfer.server.errors import TYPED_ERRORS, http_error_handler, typed_error_handler, validation_error_handler
 from smart_transfer.server.ops_routes import ops_router
 from smart_transfer.server.rest_common import ErrorBody, error_responses
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
-from smart_transfer.storage import StorageError
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:
@@ -57,8 +54,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     app.add_middleware(AccessLog, metrics=state.metrics)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler(lambda path: _allowed_methods(app, path)))
-    # each typed error by its class: Starlette re-raises (and logs) whatever reaches the catch-all
-    for error_type in (ProtocolError, ModelError, StorageError, RepositoryError, AuthError, Busy, Exception):
+    for error_type in (*TYPED_ERRORS, Exception):  # each by its class (see TYPED_ERRORS)
         app.add_exception_handler(error_type, typed_error_handler)
     if embedded is not None:
         app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))

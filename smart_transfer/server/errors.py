@@ -26,6 +26,9 @@ from smart_transfer.server.limits import Busy
 from smart_transfer.storage import ObjectNotFound, StorageError, StorageUnavailable
 
 log = logging.getLogger("smart_transfer.server")
+#: The error classes an app registers its handler for one by one: Starlette re-raises (and logs) whatever
+#: reaches the catch-all ``Exception`` handler, after answering, which also drops the connection.
+TYPED_ERRORS: tuple[type[Exception], ...] = (ProtocolError, ModelError, StorageError, RepositoryError, AuthError, Busy)
 
 
 def as_protocol_error(exc: BaseException) -> ProtocolError:

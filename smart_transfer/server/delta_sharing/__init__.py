@@ -10,12 +10,14 @@ from starlette.exceptions import HTTPException
 
 import smart_transfer
 from smart_transfer.server.delta_sharing.errors import (
+    SharingError,
     sharing_error_handler,
     sharing_http_handler,
     sharing_validation_handler,
 )
 from smart_transfer.server.delta_sharing.routes import router
 from smart_transfer.server.delta_sharing.tables import Tables
+from smart_transfer.server.errors import TYPED_ERRORS
 from smart_transfer.server.state import ServerState
 
 #: Where the routes are mounted; a profile's endpoint is the server's URL plus this.
@@ -34,6 +36,8 @@ def sharing_app(state: ServerState) -> FastAPI:
     app.state.sharing_tables = Tables(state.repository)
     app.add_exception_handler(RequestValidationError, sharing_validation_handler)
     app.add_exception_handler(HTTPException, sharing_http_handler)
-    app.add_exception_handler(Exception, sharing_error_handler)
+    handled: tuple[type[Exception], ...] = (SharingError, *TYPED_ERRORS, Exception)
+    for error_type in handled:  # each by its class (see TYPED_ERRORS)
+        app.add_exception_handler(error_type, sharing_error_handler)
     app.include_router(router)
     return app

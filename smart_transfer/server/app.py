@@ -23,7 +23,13 @@ from smart_transfer.server.access import AccessLog
 from smart_transfer.server.auth import Access
 from smart_transfer.server.delta_sharing import PREFIX as SHARING_PREFIX
 from smart_transfer.server.delta_sharing import sharing_app
-from smart_transfer.server.errors import TYPED_ERRORS, http_error_handler, typed_error_handler, validation_error_handler
+from smart_transfer.server.errors import (
+    TYPED_ERRORS,
+    drop_validation_answers,
+    http_error_handler,
+    typed_error_handler,
+    validation_error_handler,
+)
 from smart_transfer.server.ops_routes import ops_router
 from smart_transfer.server.rest_common import ErrorBody, error_responses
 from smart_transfer.server.settings import ServerSettings
@@ -109,12 +115,7 @@ def _document_errors(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = generate()
-            for operations in schema.get("paths", {}).values():
-                for operation in operations.values():
-                    operation.get("responses", {}).pop("422", None)
-            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name in ("HTTPValidationError", "ValidationError"):
-                schemas.pop(name, None)
+            schemas = drop_validation_answers(schema)
             models: list[type[BaseModel]] = [ErrorBody, NoDetails, *DETAILS.values()]
             _, defs = models_json_schema(
                 [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"

@@ -26,6 +26,7 @@ from tests.unit.test_protocol import messages
 
 ASYNCAPI = ROOT / "asyncapi" / "smart-transfer.asyncapi.yaml"
 OPENAPI = ROOT / "openapi" / "smart-transfer.openapi.yaml"
+SHARING_OPENAPI = ROOT / "openapi" / "delta-sharing.openapi.yaml"
 VALIDATOR = ROOT / "tools" / "asyncapi-validate"
 
 
@@ -56,6 +57,24 @@ def test_openapi_document_is_valid_and_covers_every_route() -> None:
         "/metrics",
     }
     assert set(document["paths"]["/{dataset}/refs/head"]) == {"get", "head", "put"}
+
+
+def test_delta_sharing_document_is_valid_and_covers_every_route() -> None:
+    document = load(SHARING_OPENAPI)
+    validate(document)  # type: ignore[arg-type]
+    assert document["servers"] == [{"url": "/delta-sharing"}]
+    table = "/shares/{share}/schemas/{schema}/tables/{table}"
+    assert set(document["paths"]) == {
+        "/shares",
+        "/shares/{share}",
+        "/shares/{share}/schemas",
+        "/shares/{share}/schemas/{schema}/tables",
+        "/shares/{share}/all-tables",
+        *(f"{table}/{leaf}" for leaf in ("version", "metadata", "query", "changes")),
+    }
+    query = document["paths"][f"{table}/query"]["post"]["responses"]
+    assert "Delta-Table-Version" in query["200"]["headers"] and "422" not in query
+    assert {"400", "401", "403", "404"} <= set(query)
 
 
 def test_asyncapi_document_passes_the_official_parser() -> None:

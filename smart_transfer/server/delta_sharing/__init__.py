@@ -4,11 +4,14 @@ files, answered with presigned URLs of the store so clients read them straight f
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 import smart_transfer
+from smart_transfer.server.delta_sharing.docs import SharingErrorBody
 from smart_transfer.server.delta_sharing.errors import (
     SharingError,
     sharing_error_handler,
@@ -17,7 +20,7 @@ from smart_transfer.server.delta_sharing.errors import (
 )
 from smart_transfer.server.delta_sharing.routes import router
 from smart_transfer.server.delta_sharing.tables import Tables
-from smart_transfer.server.errors import TYPED_ERRORS
+from smart_transfer.server.errors import TYPED_ERRORS, drop_validation_answers
 from smart_transfer.server.state import ServerState
 
 #: Where the routes are mounted; a profile's endpoint is the server's URL plus this.
@@ -40,4 +43,19 @@ def sharing_app(state: ServerState) -> FastAPI:
     for error_type in handled:  # each by its class (see TYPED_ERRORS)
         app.add_exception_handler(error_type, sharing_error_handler)
     app.include_router(router)
+    _document(app)
     return app
+
+
+def _document(app: FastAPI) -> None:
+    """The document names the real answers: no FastAPI 422s (these routes answer 400), the error body."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            drop_validation_answers(schema)["SharingErrorBody"] = SharingErrorBody.model_json_schema()
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -24,7 +24,7 @@ MAX_RESULTS = 1000
 _TOKEN_PREFIX = "st1:"
 
 
-def table_answer(lines: Sequence[dict[str, Any]], version: int) -> Response:
+def ndjson_answer(lines: Sequence[dict[str, Any]], version: int) -> Response:
     """An NDJSON table answer: one JSON object per line."""
     body = b"".join(orjson.dumps(line) + b"\n" for line in lines)
     return Response(body, media_type=NDJSON, headers={VERSION_HEADER: str(version)})

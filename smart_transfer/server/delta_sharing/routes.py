@@ -14,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from smart_transfer.model import InvalidDatasetName, ObjectKind, ObjectRef
 from smart_transfer.server.auth import Access, Grant
+from smart_transfer.server.delta_sharing.docs import (
+    GetShareResponse,
+    ListSchemasResponse,
+    ListSharesResponse,
+    ListTablesResponse,
+    errors,
+    table_responses,
+)
 from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
 from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, dataset_name, is_schema, is_share, table_name
@@ -23,9 +31,9 @@ from smart_transfer.server.delta_sharing.responses import (
     file_fields,
     listing_body,
     metadata_line,
+    ndjson_answer,
     page,
     protocol_line,
-    table_answer,
     version_answer,
 )
 from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
@@ -65,6 +73,7 @@ def caller(request: Request) -> Iterator[Caller]:
 
 Who = Annotated[Caller, Depends(caller)]
 router = APIRouter(tags=["Delta Sharing"])
+LISTING: dict[str, Any] = {"responses": errors(404), "response_model_exclude_none": True}
 
 
 def _share(share: str) -> None:
@@ -100,19 +109,33 @@ def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
     return items
 
 
-@router.get("/shares", operation_id="listShares", summary="List the shares (one)")
+@router.get(
+    "/shares", operation_id="listShares", summary="List the shares (one)", response_model=ListSharesResponse, **LISTING
+)
 def list_shares(who: Who, max_results: MaxResults = None, page_token: PageToken = None) -> dict[str, Any]:
     names, token = page("shares", [SHARE], max_results, page_token)
     return listing_body([{"name": name} for name in names], token)
 
 
-@router.get("/shares/{share}", operation_id="getShare", summary="Get a share")
+@router.get(
+    "/shares/{share}",
+    operation_id="getShare",
+    summary="Get a share",
+    response_model=GetShareResponse,
+    responses=errors(404),
+)
 def get_share(who: Who, share: NAME) -> dict[str, Any]:
     _share(share)
     return {"share": {"name": SHARE}}
 
 
-@router.get("/shares/{share}/schemas", operation_id="listSchemas", summary="List the schemas of a share (one)")
+@router.get(
+    "/shares/{share}/schemas",
+    operation_id="listSchemas",
+    summary="List the schemas of a share (one)",
+    response_model=ListSchemasResponse,
+    **LISTING,
+)
 def list_schemas(who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None) -> dict[str, Any]:
     _share(share)
     names, token = page("schemas", [SCHEMA], max_results, page_token)
@@ -129,6 +152,8 @@ def _list_tables(who: Caller, listing: str, max_results: int | None, page_token:
     "/shares/{share}/schemas/{schema}/tables",
     operation_id="listTables",
     summary="List the tables of a schema: the datasets the token may read that have a schema or data",
+    response_model=ListTablesResponse,
+    **LISTING,
 )
 def list_tables(
     who: Who, share: NAME, schema: NAME, max_results: MaxResults = None, page_token: PageToken = None
@@ -137,7 +162,13 @@ def list_tables(
     return _list_tables(who, "tables", max_results, page_token)
 
 
-@router.get("/shares/{share}/all-tables", operation_id="listAllTables", summary="List every table of a share")
+@router.get(
+    "/shares/{share}/all-tables",
+    operation_id="listAllTables",
+    summary="List every table of a share",
+    response_model=ListTablesResponse,
+    **LISTING,
+)
 def list_all_tables(
     who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None
 ) -> dict[str, Any]:
@@ -148,7 +179,13 @@ def list_all_tables(
 TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
 
 
-@router.get(TABLE + "/version", operation_id="queryTableVersion", summary="A table's version (header only)")
+@router.get(
+    TABLE + "/version",
+    operation_id="queryTableVersion",
+    summary="A table's version (header only)",
+    response_class=Response,
+    responses=table_responses("the version, in the header", ndjson=False),
+)
 def table_version(
     who: Who,
     share: NAME,
@@ -162,11 +199,17 @@ def table_version(
     return version_answer(history.version_from(parse_timestamp(starting_timestamp)))
 
 
-@router.get(TABLE + "/metadata", operation_id="queryTableMetadata", summary="A table's protocol and metadata (NDJSON)")
+@router.get(
+    TABLE + "/metadata",
+    operation_id="queryTableMetadata",
+    summary="A table's protocol and metadata (NDJSON)",
+    response_class=Response,
+    responses=table_responses("protocol and metaData lines"),
+)
 def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME) -> Response:
     history = _table(who, share, schema, table)
     schema_json = who.tables.schema(history, history.latest)
-    return table_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
+    return ndjson_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
 
 
 class QueryRequest(BaseModel):
@@ -221,7 +264,13 @@ def _range(history: TableHistory, start: int, end: int | None) -> tuple[int, int
     return first, last
 
 
-@router.post(TABLE + "/query", operation_id="queryTable", summary="A table's files, with presigned URLs (NDJSON)")
+@router.post(
+    TABLE + "/query",
+    operation_id="queryTable",
+    summary="A table's files, with presigned URLs (NDJSON)",
+    response_class=Response,
+    responses=table_responses("protocol, metaData, then a file (or, with startingVersion, an add) line per file"),
+)
 def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryRequest | None = None) -> Response:
     history = _table(who, share, schema, table)
     body = body or QueryRequest()
@@ -238,12 +287,12 @@ def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryReq
         files = prune(history.files(first, last), intervals, None)
         schema_json = who.tables.schema(history, last)
         lines = [protocol_line(), metadata_line(history, schema_json, first)]
-        return table_answer(lines + _file_lines(who, history, files, "add", True), first)
+        return ndjson_answer(lines + _file_lines(who, history, files, "add", True), first)
     version = _snapshot_version(history, body)
     at = version if version is not None else history.latest
     files = prune(history.files(0, at), intervals, body.limitHint)
     lines = [protocol_line(), metadata_line(history, who.tables.schema(history, at), version)]
-    return table_answer(lines + _file_lines(who, history, files, "file", version is not None), at)
+    return ndjson_answer(lines + _file_lines(who, history, files, "file", version is not None), at)
 
 
 def _changes_range(
@@ -259,7 +308,13 @@ def _changes_range(
     return _range(history, start, end)
 
 
-@router.get(TABLE + "/changes", operation_id="queryTableChanges", summary="The files versions added (NDJSON)")
+@router.get(
+    TABLE + "/changes",
+    operation_id="queryTableChanges",
+    summary="The files versions added (NDJSON)",
+    response_class=Response,
+    responses=table_responses("protocol, metaData, then an add line per file, with its version and timestamp"),
+)
 def table_changes(
     who: Who,
     share: NAME,
@@ -274,4 +329,4 @@ def table_changes(
     history = _table(who, share, schema, table)
     first, last = _changes_range(history, (starting_version, starting_timestamp), (ending_version, ending_timestamp))
     lines = [protocol_line(), metadata_line(history, who.tables.schema(history, last), first)]
-    return table_answer(lines + _file_lines(who, history, history.files(first, last), "add", True), first)
+    return ndjson_answer(lines + _file_lines(who, history, history.files(first, last), "add", True), first)

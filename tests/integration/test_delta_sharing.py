@@ -280,6 +280,10 @@ def test_bad_input_gets_the_protocols_error_and_changes_nothing(sharing: Sharing
         version = http.get(f"{table}/version", params={"startingTimestamp": "2000-01-01 00:00:00"})
         assert version.status_code == 200 and version.headers["Delta-Table-Version"] == "0"
     assert httpx.get(f"{sharing.server.url}/{name}/refs/head", headers=auth).text == head
+    document = httpx.get(f"{sharing.server.url}/delta-sharing/openapi.json")
+    assert document.status_code == 200 and "/shares/{share}/all-tables" in document.json()["paths"]
+    # the prefix reserves only the paths below it: a dataset named delta-sharing is still described
+    assert httpx.get(f"{sharing.server.url}/delta-sharing", headers=auth).json()["error"]["code"] == "DatasetNotFound"
 
 
 def test_listing_pages_through_every_table(sharing: Sharing, tmp_path: Path) -> None:

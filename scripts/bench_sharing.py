@@ -57,7 +57,7 @@ def _slices(directory: Path) -> list[tuple[Path, int]]:
                 "offset": offsets,
                 "customer": pc.binary_join_element_wise("c", pc.cast(pc.bit_wise_and(offsets, 65535), pa.string()), ""),
                 "amount": pc.multiply(offsets, 7),
-                "price": pc.cast(pc.divide(pc.cast(offsets, pa.decimal128(12, 0)), 100), pa.decimal128(12, 2)),
+                "price": pc.cast(pc.cast(offsets, pa.decimal128(19, 0)), pa.decimal128(21, 2)),
                 "at": pc.add(base, pc.cast(pc.multiply(offsets, 1_000_000), pa.duration("us"))),
             }
         )

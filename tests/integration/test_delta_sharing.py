@@ -24,7 +24,7 @@ from delta_sharing.rest_client import DataSharingRestClient
 from requests import HTTPError
 
 from smart_transfer.client import open_dataset
-from tests.conftest import ServerProcess, backend_args, run_cli, start_server, summary
+from tests.conftest import ServerProcess, backend_args, make_files, run_cli, start_server, summary
 from tests.integration.test_security import token
 
 SHARE, SCHEMA = "smart-transfer", "datasets"
@@ -293,7 +293,11 @@ def test_listing_pages_through_every_table(sharing: Sharing, tmp_path: Path) -> 
     for name in names:
         add_typed(a, name, tmp_path / "in", [3])
         sharing.push(a, name)
-    client = delta_sharing.SharingClient(sharing.profile(tmp_path, "pager", f"{prefix}-*"))
+    not_parquet = f"{prefix}-zz-bytes"  # a dataset whose slices are not Parquet is no table
+    assert run_cli("add", not_parquet, str(make_files(tmp_path / "bin", 1, 100)[0]), workspace=a).returncode == 0
+    sharing.push(a, not_parquet)
+    profile = sharing.profile(tmp_path, "pager", f"{prefix}-*")
+    client = delta_sharing.SharingClient(profile)
     rest = client._rest_client
     share = client.list_shares()[0]
     seen, token_text, pages = [], None, 0
@@ -305,3 +309,6 @@ def test_listing_pages_through_every_table(sharing: Sharing, tmp_path: Path) -> 
         if not token_text:
             break
     assert seen == names and pages == 3
+    with pytest.raises(HTTPError) as caught:
+        delta_sharing.load_as_pandas(table_url(profile, not_parquet))
+    assert caught.value.response is not None and caught.value.response.json()["errorCode"] == "RESOURCE_DOES_NOT_EXIST"

@@ -15,8 +15,8 @@ from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, SetD
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.delta_sharing.errors import invalid, not_found
-from smart_transfer.server.delta_sharing.footer import footer_schema
-from smart_transfer.server.delta_sharing.spark_schema import schema_of_arrow, schema_of_fields
+from smart_transfer.server.delta_sharing.footer import NotParquet, footer_schema
+from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_arrow, schema_of_fields
 
 #: Histories (one per dataset, for its current head) and slice schemas kept in memory.
 MAX_CACHED_TABLES = 256
@@ -117,14 +117,16 @@ class Tables:
     def __init__(self, repository: Repository) -> None:
         self.repository = repository
         self._histories: OrderedDict[str, TableHistory] = OrderedDict()
-        self._footers: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        #: A slice's schema, or why it has none (by physical hash: the same bytes, the same answer).
+        self._footers: OrderedDict[str, dict[str, Any] | str] = OrderedDict()
         self._lock = threading.Lock()
 
     def dataset_names(self) -> list[str]:
         return [str(name) for name in self.repository.dataset_names()]
 
     def history(self, name: str) -> TableHistory:
-        """The history of dataset ``name`` at its current head (404 when it is no table)."""
+        """The history of dataset ``name`` at its current head (404 when it is no table: no schema
+        recorded and no slice, a first slice that is not Parquet, a type Spark's JSON cannot name)."""
         dataset = self.repository.dataset(name)
         head = dataset.head()
         if head is None:
@@ -140,13 +142,21 @@ class Tables:
                     self._histories.popitem(last=False)
         if not cached.is_table:
             raise not_found(f"dataset {name} has neither a schema nor data yet")
+        self.schema(cached, cached.latest)  # or 404: no schema Delta Sharing can name
         return cached
 
     def schema(self, history: TableHistory, version: int) -> dict[str, Any]:
-        """The StructType of the table at ``version``: recorded, else the first slice's footer."""
-        recorded = history.recorded_schema(version)
-        if recorded is not None:
-            return schema_of_fields(recorded.fields)
+        """The StructType of the table at ``version``: recorded, else the first slice's footer (404 when
+        the slice is not Parquet or a type has no Spark JSON name)."""
+        try:
+            recorded = history.recorded_schema(version)
+            if recorded is not None:
+                return schema_of_fields(recorded.fields)
+            return self._footer_schema(history)
+        except (NotParquet, UnsupportedSchema) as exc:
+            raise not_found(f"dataset {history.dataset} is not a table: {exc}") from None
+
+    def _footer_schema(self, history: TableHistory) -> dict[str, Any]:
         first = history.first_slice()
         assert first is not None  # a table has a recorded schema or a slice
         key = str(first.physical_hash)
@@ -155,10 +165,16 @@ class Tables:
         if cached is None:
             ref = ObjectRef(ObjectKind.DATA, first.physical_hash, first.size)
             dataset = self.repository.dataset(history.dataset)
-            store = self.repository.store
-            cached = schema_of_arrow(list(footer_schema(store, dataset.object_key(ref), first.size)))
+            try:
+                cached = schema_of_arrow(
+                    list(footer_schema(self.repository.store, dataset.object_key(ref), first.size))
+                )
+            except (NotParquet, UnsupportedSchema) as exc:
+                cached = str(exc)  # remembered too: listings do not read a non-Parquet slice again
             with self._lock:
                 self._footers[key] = cached
                 while len(self._footers) > MAX_CACHED_FOOTERS:
                     self._footers.popitem(last=False)
+        if isinstance(cached, str):
+            raise NotParquet(cached)
         return cached

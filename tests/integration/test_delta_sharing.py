@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from delta_sharing.protocol import DeltaSharingProfile, Table
+from delta_sharing.protocol import CdfOptions, DeltaSharingProfile, Table
 from delta_sharing.rest_client import DataSharingRestClient
 from requests import HTTPError
 
@@ -312,3 +312,25 @@ def test_listing_pages_through_every_table(sharing: Sharing, tmp_path: Path) -> 
     with pytest.raises(HTTPError) as caught:
         delta_sharing.load_as_pandas(table_url(profile, not_parquet))
     assert caught.value.response is not None and caught.value.response.json()["errorCode"] == "RESOURCE_DOES_NOT_EXIST"
+
+
+def _iso(milliseconds: int) -> str:
+    return dt.datetime.fromtimestamp(milliseconds / 1000, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def test_timestamps_name_the_versions_committed_by_then(sharing: Sharing, tmp_path: Path) -> None:
+    name = f"times-{secrets.token_hex(3)}"
+    a = tmp_path / "a"
+    add_typed(a, name, tmp_path / "in", [4, 5, 6])  # blocks 1, 2, 3, each added by its own command
+    sharing.push(a, name)
+    profile = sharing.profile(tmp_path, "clock", name)
+    table = Table(name=name, share=SHARE, schema=SCHEMA)
+    changes = _rest(profile).list_table_changes(table, CdfOptions(starting_version=1))
+    stamps = {action.version: action.timestamp for action in changes.actions}
+    assert sorted(stamps) == [1, 2, 3] and stamps[1] <= stamps[2] <= stamps[3]
+    url = table_url(profile, name)
+    assert len(delta_sharing.load_as_pandas(url, timestamp=_iso(stamps[2]))) == 9
+    assert delta_sharing.get_table_version(url, starting_timestamp=_iso(stamps[2])) == 2
+    since = delta_sharing.load_table_changes_as_pandas(url, starting_timestamp=_iso(stamps[3]))
+    assert list(since["offset"]) == list(range(9, 15)) and set(since["_commit_version"]) == {3}
+    assert list(since["_commit_timestamp"]) == [stamps[3]] * 6

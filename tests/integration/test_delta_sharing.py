@@ -334,3 +334,18 @@ def test_timestamps_name_the_versions_committed_by_then(sharing: Sharing, tmp_pa
     since = delta_sharing.load_table_changes_as_pandas(url, starting_timestamp=_iso(stamps[3]))
     assert list(since["offset"]) == list(range(9, 15)) and set(since["_commit_version"]) == {3}
     assert list(since["_commit_timestamp"]) == [stamps[3]] * 6
+
+
+def test_token_profile_refuses_bad_input_and_changes_nothing(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    for args in (["--url", "data.example.com", "--read", "*"], ["--url", "https://data.example.com"]):
+        result = run_cli("token", "profile", "carol", "--tokens", str(tokens), *args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not tokens.exists()
+    printed = run_cli(
+        "token", "profile", "carol", "--tokens", str(tokens), "--url", "https://h.example", "--read", "s*"
+    )
+    profile = orjson.loads(printed.stdout)
+    assert profile["endpoint"] == "https://h.example/delta-sharing" and profile["bearerToken"].startswith("st_")
+    assert [entry["read"] for entry in orjson.loads(tokens.read_bytes())["tokens"]] == [["s*"]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,6 +278,9 @@ def test_bad_input_gets_the_protocols_error_and_changes_nothing(sharing: Sharing
             ("amount", "decimal(12,2)"),
             ("at", "timestamp"),
         ]
+        lines = [orjson.loads(line) for line in http.post(f"{table}/query", json={}).text.splitlines()]
+        expires = [line["file"]["expirationTimestamp"] / 1000 for line in lines[2:]]
+        assert len(expires) == 2 and all(3500 < e - time.time() <= 3601 for e in expires)  # --sharing-url-ttl
         version = http.get(f"{table}/version", params={"startingTimestamp": "2000-01-01 00:00:00"})
         assert version.status_code == 200 and version.headers["Delta-Table-Version"] == "0"
     assert httpx.get(f"{sharing.server.url}/{name}/refs/head", headers=auth).text == head

@@ -26,6 +26,8 @@ from smart_transfer.server.delta_sharing.spark_schema import (
     spark_type_of_ddl,
 )
 from smart_transfer.server.delta_sharing.tables import Tables, TableVersion
+from smart_transfer.server.settings import ServerSettings
+from smart_transfer.storage.base import MAX_URL_TTL_SECONDS
 from smart_transfer.storage.local import LocalStore
 
 
@@ -190,3 +192,8 @@ def test_a_recorded_schema_is_the_tables_schema(tmp_path: Path) -> None:
         assert caught.value.status == 404
     finally:
         repository.close()
+
+
+def test_the_sharing_url_lifetime_is_capped_by_the_stores_longest() -> None:
+    assert ServerSettings().sharing_url_ttl == 3600
+    assert ServerSettings(sharing_url_ttl_seconds=10**9).sharing_url_ttl == MAX_URL_TTL_SECONDS

@@ -21,8 +21,7 @@ from smart_transfer.repo import Repository
 from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.access import AccessLog
 from smart_transfer.server.auth import Access
-from smart_transfer.server.delta_sharing import PREFIX as SHARING_PREFIX
-from smart_transfer.server.delta_sharing import sharing_app
+from smart_transfer.server.delta_sharing import mount_sharing
 from smart_transfer.server.errors import (
     TYPED_ERRORS,
     drop_validation_answers,
@@ -66,7 +65,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
     app.include_router(ops_router(state))  # before GET /{dataset}: these names are reserved
-    app.mount(SHARING_PREFIX, sharing_app(state))  # before the dataset routes: /delta-sharing/... is reserved
+    mount_sharing(app, state)  # before the dataset routes: /delta-sharing/... is reserved
 
     @app.get(
         "/",

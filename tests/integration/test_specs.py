@@ -126,7 +126,10 @@ def test_the_published_schemas_reject_what_the_code_rejects() -> None:
         codec.decode(orjson.dumps(bad))
 
 
-def test_schemathesis_finds_no_server_error_and_no_schema_violation(server_factory: object, tmp_path: Path) -> None:
+@pytest.mark.parametrize("document", ["/openapi.json", "/delta-sharing/openapi.json"])
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(
+    server_factory: object, tmp_path: Path, document: str
+) -> None:
     server: ServerProcess = server_factory()  # type: ignore[operator]
     result = subprocess.run(
         [
@@ -134,7 +137,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(server_facto
             "-m",
             "schemathesis.cli",
             "run",
-            f"{server.url}/openapi.json",
+            f"{server.url}{document}",
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,"
             "response_schema_conformance,response_headers_conformance",

@@ -4,11 +4,13 @@ files, answered with presigned URLs of the store so clients read them straight f
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
+from starlette.routing import Mount
 
 import smart_transfer
 from smart_transfer.server.delta_sharing.docs import SharingErrorBody
@@ -25,6 +27,20 @@ from smart_transfer.server.state import ServerState
 
 #: Where the routes are mounted; a profile's endpoint is the server's URL plus this.
 PREFIX = "/delta-sharing"
+
+
+class SharingMount(Mount):
+    """The prefix's mount, matching every path below it: Starlette's ``{path:path}`` is ``.*``, which stops
+    at a newline (``%0A`` in a name), and such a request would leave this protocol's error shape."""
+
+    def __init__(self, app: FastAPI) -> None:
+        super().__init__(PREFIX, app=app)
+        self.path_regex = re.compile(self.path_regex.pattern, re.DOTALL)
+
+
+def mount_sharing(app: FastAPI, state: ServerState) -> None:
+    """Serve Delta Sharing under ``PREFIX`` of ``app`` (before routes whose paths would match it)."""
+    app.router.routes.append(SharingMount(sharing_app(state)))
 
 
 def sharing_app(state: ServerState) -> FastAPI:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from smart_transfer.model import DataField, DataSlice, Multihash, OffsetInterval, SetDataSchema
+from smart_transfer.model import DataField, DataSlice, Multihash, OffsetInterval, SetDataSchema, SetInfo
 from smart_transfer.model.names import DATASET_NAME_PATTERN
 from smart_transfer.repo import Repository
 from smart_transfer.server.delta_sharing.errors import SharingError
@@ -187,6 +187,9 @@ def test_a_recorded_schema_is_the_tables_schema(tmp_path: Path) -> None:
             {"name": "offset", "type": "long", "nullable": False, "metadata": {}},
             {"name": "price", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
         ]
+        repository.dataset("shop.orders").append([SetInfo("orders", ())])
+        grown = tables.history("shop.orders")  # only the new block is decoded; the rest is kept
+        assert grown.latest == 2 and grown.versions[:2] == history.versions and grown.head != history.head
         with pytest.raises(SharingError) as caught:
             tables.history("no-such")
         assert caught.value.status == 404

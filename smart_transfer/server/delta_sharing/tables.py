@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, SetDataSchema, decode_block
+from smart_transfer.model import AddData, DataSlice, Multihash, ObjectKind, ObjectRef, SetDataSchema, decode_block
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.delta_sharing.errors import invalid, not_found
@@ -99,10 +99,20 @@ class TableHistory:
         return next((v.data for v in self.versions if v.data is not None), None)
 
 
-def _history(dataset: DatasetRepository) -> TableHistory:
+def _history(dataset: DatasetRepository, previous: TableHistory | None) -> TableHistory:
+    """The dataset's history at its committed tip, decoding only the blocks after ``previous`` when the
+    chain still holds its head (a push appended), every block otherwise (a new dataset, a rewrite)."""
     tip = dataset.require_tip()
-    versions = []
-    for _, data in dataset.blocks_after(tip, None):
+    after, versions = None, []
+    if previous is not None:
+        head = Multihash.parse(previous.head)
+        if dataset.sequence_of(head) == previous.latest and previous.latest <= tip.sequence_number:
+            after, versions = head, list(previous.versions)
+    try:
+        blocks = list(dataset.blocks_after(tip, after))
+    except KeyError:  # rewritten since: read it all
+        blocks, versions = list(dataset.blocks_after(tip, None)), []
+    for _, data in blocks:
         block = decode_block(data)
         event = block.event
         slice_ = event.new_data if isinstance(event, AddData) else None
@@ -134,7 +144,7 @@ class Tables:
         with self._lock:
             cached = self._histories.get(name)
         if cached is None or cached.head != str(head):
-            cached = _history(dataset)
+            cached = _history(dataset, cached)
             with self._lock:
                 self._histories[name] = cached
                 self._histories.move_to_end(name)

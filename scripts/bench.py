@@ -18,6 +18,10 @@ bytes a push moves after it compared with the first push. Run alone (--cases i) 
 workspace that pulled it, announced with `pull --announce`): wall time, object GETs the S3 gateway counted
 (its own perf counters), presigned GETs the server handed out, and objects the clients got from the peer.
 
+(h) a 1,000,000-row dataset in 20 slices read with `delta_sharing.load_as_pandas` (Delta Sharing, files
+straight from S3) and with `pull` + `open_dataset(...).to_pandas()`: seconds and peak RSS
+(scripts/bench_sharing.py).
+
 (u) start-up: `--version`, `--help`, and process start to the first connection of `pull` and `push`
 (scripts/bench_startup.py).
 
@@ -49,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_sharing import sharing_case
 from bench_startup import startup_case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -755,7 +760,7 @@ def main() -> int:
     )
     parser.add_argument("--peer-clients", type=int, default=50, help="clients pulling at once in case (p)")
     parser.add_argument("--peer-objects", type=int, default=200, help="objects of 64 KiB in case (p)")
-    parser.add_argument("--cases", default="u,e,s,c,g,a,b,d,x,p,i", help="which cases to run, in order")
+    parser.add_argument("--cases", default="u,e,s,c,g,a,b,d,x,p,h,i", help="which cases to run, in order")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
@@ -774,6 +779,7 @@ def main() -> int:
             "p": lambda: bench.peer_case(args.peer_clients, args.peer_objects, 64 * 1024),
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
             "u": lambda: startup_case(CLI, bench.env, Path(work), bench.record),
+            "h": lambda: sharing_case(CLI, bench.env, Path(work), bench.url, bench.record, bench.extra),
         }
         failed = False
         try:

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = {
     ROOT / "asyncapi" / "smart-transfer.asyncapi.yaml": asyncapi.build_document,
     ROOT / "openapi" / "smart-transfer.openapi.yaml": openapi.build_document,
+    ROOT / "openapi" / "delta-sharing.openapi.yaml": openapi.build_sharing_document,
 }
 
 

@@ -39,27 +39,28 @@ def _failure(path: str, exc: OSError) -> OutputError:
 
 
 @contextlib.contextmanager
-def open_output(path: str) -> Iterator[IO[bytes]]:
+def open_output(path: str, mode: int = 0o666) -> Iterator[IO[bytes]]:
     """A binary sink for ``path`` under the rule above; the output is complete (renamed into place, or
-    flushed to the device) when the block ends without an exception."""
+    flushed to the device) when the block ends without an exception. ``mode``: the permissions of a
+    regular file written (before the umask; 0o600 for a file holding a secret)."""
     if path == "-":
         with _guarded(path):
             yield sys.stdout.buffer
             sys.stdout.buffer.flush()
         return
     try:
-        mode = os.stat(path).st_mode  # of what a link points to (/dev/stdout's pipe too)
+        kind: int | None = os.stat(path).st_mode  # of what a link points to (/dev/stdout's pipe too)
     except FileNotFoundError:
-        mode = None
+        kind = None
     except OSError as exc:
         raise _failure(path, exc) from None
-    if mode is None or stat.S_ISREG(mode):
-        with _replacing(path, Path(os.path.realpath(path))) as sink:  # a dangling link: its target
+    if kind is None or stat.S_ISREG(kind):
+        with _replacing(path, Path(os.path.realpath(path)), mode) as sink:  # a dangling link: its target
             yield sink
-    elif stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        with _in_place(path, fifo=stat.S_ISFIFO(mode)) as sink:
+    elif stat.S_ISCHR(kind) or stat.S_ISFIFO(kind):
+        with _in_place(path, fifo=stat.S_ISFIFO(kind)) as sink:
             yield sink
-    elif stat.S_ISDIR(mode):
+    elif stat.S_ISDIR(kind):
         raise _refusal(path, "it is a directory")
     else:
         raise _refusal(path, "it is neither a regular file, a character device nor a FIFO")
@@ -76,12 +77,12 @@ def _guarded(path: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _replacing(path: str, target: Path) -> Iterator[IO[bytes]]:
+def _replacing(path: str, target: Path, mode: int) -> Iterator[IO[bytes]]:
     if not target.parent.is_dir():
         raise _refusal(path, f"no such directory {target.parent}")
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
-        created = open(temp, "xb")  # noqa: SIM115 - closed by the with below
+        created = os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
     except OSError as exc:  # /proc, /sys, a read-only mount: say where, not the temporary name
         raise _refusal(path, f"cannot create a file in {target.parent} ({exc.strerror or exc})") from None
     try:

@@ -16,15 +16,20 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 import smart_transfer
-from smart_transfer.model import ModelError
-from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails, ProtocolError
+from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails
 from smart_transfer.protocol.rest import ServerInfo
-from smart_transfer.repo import Repository, RepositoryError
+from smart_transfer.repo import Repository
 from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.access import AccessLog
-from smart_transfer.server.auth import Access, AuthError
-from smart_transfer.server.errors import http_error_handler, typed_error_handler, validation_error_handler
-from smart_transfer.server.limits import Busy
+from smart_transfer.server.auth import Access
+from smart_transfer.server.delta_sharing import mount_sharing
+from smart_transfer.server.errors import (
+    TYPED_ERRORS,
+    drop_validation_answers,
+    http_error_handler,
+    typed_error_handler,
+    validation_error_handler,
+)
 from smart_transfer.server.ops_routes import ops_router
 from smart_transfer.server.rest_common import ErrorBody, error_responses
 from smart_transfer.server.settings import ServerSettings
@@ -32,7 +37,6 @@ from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
 from smart_transfer.server.ui import UI_PREFIX, ui_router, wants_html
-from smart_transfer.storage import StorageError
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:
@@ -57,14 +61,28 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     app.add_middleware(AccessLog, metrics=state.metrics)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler(lambda path: _allowed_methods(app, path)))
-    # each typed error by its class: Starlette re-raises (and logs) whatever reaches the catch-all
-    for error_type in (ProtocolError, ModelError, StorageError, RepositoryError, AuthError, Busy, Exception):
+    for error_type in (*TYPED_ERRORS, Exception):  # each by its class (see TYPED_ERRORS)
         app.add_exception_handler(error_type, typed_error_handler)
     if embedded is not None:
         app.include_router(store_router(embedded, settings.max_object_bytes, state.count_object_bytes))
     app.include_router(smart_router(state))
     app.include_router(ops_router(state))  # before GET /{dataset}: these names are reserved
     app.include_router(ui_router(state))  # the web view: /ui is reserved too
+    mount_sharing(app, state)  # before the dataset routes: /delta-sharing/... is reserved
+
+    _describe_route(app, state)
+    app.include_router(rest_read.router)
+    app.include_router(rest_write.router)
+    _document_errors(app)
+    return app
+
+
+HTTP_METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
+
+
+def _describe_route(app: FastAPI, state: ServerState) -> None:
+    """``GET /``: the server and the datasets the token may read (a browser is sent to the web view)."""
+    repository, store = state.repository, state.repository.store
 
     @app.get(
         "/",
@@ -92,14 +110,6 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
             object_bytes_through_server=state.object_bytes_through_server,
         )
 
-    app.include_router(rest_read.router)
-    app.include_router(rest_write.router)
-    _document_errors(app)
-    return app
-
-
-HTTP_METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
-
 
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:
     """Every method some route answers at ``path`` (for a truthful ``Allow``), asked of the router."""
@@ -119,12 +129,7 @@ def _document_errors(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = generate()
-            for operations in schema.get("paths", {}).values():
-                for operation in operations.values():
-                    operation.get("responses", {}).pop("422", None)
-            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name in ("HTTPValidationError", "ValidationError"):
-                schemas.pop(name, None)
+            schemas = drop_validation_answers(schema)
             models: list[type[BaseModel]] = [ErrorBody, NoDetails, *DETAILS.values()]
             _, defs = models_json_schema(
                 [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"

@@ -189,11 +189,16 @@ def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) ->
             temp.unlink()
 
 
-def add_token(path: Path, subject: str, read: list[str], write: list[str]) -> str:
-    """Append a new token to the tokens file (creating it, mode 0600); returns the secret."""
-    # a prefix that names the product: never an argument that starts with "-" (which `--token VALUE`
-    # would read as an option), and recognisable where a secret scanner looks for leaked tokens
-    token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+def new_token() -> str:
+    """A new secret. Its prefix names the product: never an argument that starts with "-" (which
+    `--token VALUE` would read as an option), and recognisable where a secret scanner looks for leaks."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def add_token(path: Path, subject: str, read: list[str], write: list[str], token: str | None = None) -> str:
+    """Append a token (``token``, or a new one) to the tokens file (creating it, mode 0600); returns the
+    secret."""
+    token = token or new_token()
     document = _read_document(path) if path.exists() else {"tokens": []}
     document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
     _write_document(path, document)

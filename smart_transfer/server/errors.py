@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +27,9 @@ from smart_transfer.server.limits import Busy
 from smart_transfer.storage import ObjectNotFound, StorageError, StorageUnavailable
 
 log = logging.getLogger("smart_transfer.server")
+#: The error classes an app registers its handler for one by one: Starlette re-raises (and logs) whatever
+#: reaches the catch-all ``Exception`` handler, after answering, which also drops the connection.
+TYPED_ERRORS: tuple[type[Exception], ...] = (ProtocolError, ModelError, StorageError, RepositoryError, AuthError, Busy)
 
 
 def as_protocol_error(exc: BaseException) -> ProtocolError:
@@ -91,6 +95,18 @@ async def validation_error_handler(_request: Request, exc: Exception) -> JSONRes
     elif location[:1] == ("path",) and field == "kind":
         return error_response(ProtocolError(ErrorCode.NO_SUCH_ROUTE, "no such object kind (data or checkpoints)"))
     return error_response(ProtocolError(code, f"{'.'.join(map(str, location))}: {first.get('msg', 'invalid')}"))
+
+
+def drop_validation_answers(schema: dict[str, Any]) -> dict[str, Any]:
+    """Remove FastAPI's generated 422 answers from an OpenAPI document (these apps answer bad input with
+    400); returns the document's component schemas, for the caller's error schemas."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            operation.get("responses", {}).pop("422", None)
+    schemas: dict[str, Any] = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    return schemas
 
 
 ErrorHandler = Callable[[Request, Exception], Awaitable[JSONResponse]]

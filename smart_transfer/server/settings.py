@@ -272,6 +272,16 @@ class ServerSettings:
         "through another replica reach followers within it, pushes through this one at once",
         **_SECONDS,
     )
+    sharing_url_ttl_seconds: int = setting(
+        3600,
+        "--sharing-url-ttl",
+        "lifetime of the URLs a Delta Sharing query answers with: its clients cannot ask for fresh ones "
+        "mid-read, so they must outlive a whole read",
+        parse=int,
+        minimum=1,
+        maximum=MAX_URL_TTL_SECONDS,
+        unit="seconds",
+    )
     tokens_file: Path | None = setting(
         None,
         "--tokens",
@@ -292,6 +302,11 @@ class ServerSettings:
             raise SettingError("--follow-poll-min must not exceed --follow-poll-max")
         if (self.s3_endpoint or self.s3_prefix or self.s3_public_endpoint) and not self.s3_bucket:
             raise SettingError("--s3-endpoint, --s3-public-endpoint and --s3-prefix need --s3-bucket")
+
+    @property
+    def sharing_url_ttl(self) -> int:
+        """The Delta Sharing URL lifetime (within the stores' longest, checked at start)."""
+        return self.sharing_url_ttl_seconds
 
     def check_exposure(self) -> None:
         """Refuse to serve anonymous access beyond this machine unless explicitly allowed."""

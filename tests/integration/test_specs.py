@@ -26,6 +26,7 @@ from tests.unit.test_protocol import messages
 
 ASYNCAPI = ROOT / "asyncapi" / "smart-transfer.asyncapi.yaml"
 OPENAPI = ROOT / "openapi" / "smart-transfer.openapi.yaml"
+SHARING_OPENAPI = ROOT / "openapi" / "delta-sharing.openapi.yaml"
 VALIDATOR = ROOT / "tools" / "asyncapi-validate"
 
 
@@ -56,6 +57,24 @@ def test_openapi_document_is_valid_and_covers_every_route() -> None:
         "/metrics",
     }
     assert set(document["paths"]["/{dataset}/refs/head"]) == {"get", "head", "put"}
+
+
+def test_delta_sharing_document_is_valid_and_covers_every_route() -> None:
+    document = load(SHARING_OPENAPI)
+    validate(document)  # type: ignore[arg-type]
+    assert document["servers"] == [{"url": "/delta-sharing"}]
+    table = "/shares/{share}/schemas/{schema}/tables/{table}"
+    assert set(document["paths"]) == {
+        "/shares",
+        "/shares/{share}",
+        "/shares/{share}/schemas",
+        "/shares/{share}/schemas/{schema}/tables",
+        "/shares/{share}/all-tables",
+        *(f"{table}/{leaf}" for leaf in ("version", "metadata", "query", "changes")),
+    }
+    query = document["paths"][f"{table}/query"]["post"]["responses"]
+    assert "Delta-Table-Version" in query["200"]["headers"] and "422" not in query
+    assert {"400", "401", "403", "404"} <= set(query)
 
 
 def test_asyncapi_document_passes_the_official_parser() -> None:
@@ -106,7 +125,10 @@ def test_the_published_schemas_reject_what_the_code_rejects() -> None:
         codec.decode(orjson.dumps(bad).decode())
 
 
-def test_schemathesis_finds_no_server_error_and_no_schema_violation(server_factory: object, tmp_path: Path) -> None:
+@pytest.mark.parametrize("document", ["/openapi.json", "/delta-sharing/openapi.json"])
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(
+    server_factory: object, tmp_path: Path, document: str
+) -> None:
     server: ServerProcess = server_factory()  # type: ignore[operator]
     result = subprocess.run(
         [
@@ -114,7 +136,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(server_facto
             "-m",
             "schemathesis.cli",
             "run",
-            f"{server.url}/openapi.json",
+            f"{server.url}{document}",
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,"
             "response_schema_conformance,response_headers_conformance",

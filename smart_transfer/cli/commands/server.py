@@ -36,6 +36,30 @@ def run_token_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_token_profile(args: argparse.Namespace) -> int:
+    """A new read token, written as a Delta Sharing profile (to a file or standard output) and then added
+    to the tokens file: a profile that cannot be written adds no token."""
+    from smart_transfer.reading.output import open_output
+    from smart_transfer.server.auth import TokensFileError, add_token, new_token
+    from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
+
+    if not args.read:
+        raise CliError("give at least one --read pattern", EXIT_USAGE)
+    try:
+        profile = sharing_profile(args.url, new_token())
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    try:
+        with open_output(args.output, mode=0o600) as sink:
+            sink.write(profile_bytes(profile))
+            add_token(Path(args.tokens), args.subject, args.read, [], profile["bearerToken"])
+    except TokensFileError as exc:
+        raise CliError(str(exc)) from None
+    if args.output != "-":
+        print(f"wrote a Delta Sharing profile for {args.subject} to {args.output}")
+    return 0
+
+
 def run_token_list(args: argparse.Namespace) -> int:
     from smart_transfer.server.auth import TokensFileError, load_grants
 
@@ -129,6 +153,7 @@ def _register_token(commands: Commands) -> None:
             help=f"dataset-name pattern this token may {text}; repeatable; * and ? match",
         )
     token_add.set_defaults(handler=run_token_add)
+    _register_profile(actions)
     token_list = add_parser(
         actions,
         "list",
@@ -149,6 +174,26 @@ def _register_token(commands: Commands) -> None:
     for parser, handler in ((token_list, run_token_list), (token_revoke, run_token_revoke)):
         parser.add_argument("--tokens", required=True, metavar="FILE", help="the tokens file")
         parser.set_defaults(handler=handler)
+
+
+def _register_profile(actions: Commands) -> None:
+    profile = add_parser(
+        actions,
+        "profile",
+        help="create a read token and write it as a Delta Sharing profile file",
+        description="Write the Delta Sharing profile a client loads tables with (the endpoint URL/delta-sharing "
+        "and a new read-only token for SUBJECT), then add that token to the tokens file. The file is written "
+        "like `export` writes (mode 0600): a new or regular file is replaced whole, a device or FIFO written in "
+        "place; '-' (the default) is standard output.",
+    )
+    profile.add_argument("subject", metavar="SUBJECT")
+    profile.add_argument("--tokens", required=True, metavar="FILE", help="the tokens file (created if missing)")
+    profile.add_argument("--url", required=True, help="the server's URL as clients reach it (https://HOST)")
+    profile.add_argument(
+        "--read", action="append", default=[], metavar="PATTERN", help="dataset-name pattern; repeatable"
+    )
+    profile.add_argument("--output", "-o", default="-", metavar="FILE", help="profile file (default: standard output)")
+    profile.set_defaults(handler=run_token_profile)
 
 
 def register(commands: Commands) -> None:

@@ -1,0 +1,83 @@
+"""Delta Sharing's error answer, ``{"errorCode", "message"}`` with the HTTP status: for the errors of
+this protocol (SharingError) and for every error the server's other layers raise, translated once from
+the server's own vocabulary (``as_protocol_error``) by HTTP status."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from smart_transfer.protocol.errors import BusyDetails, ErrorCode
+from smart_transfer.server.errors import as_protocol_error
+
+#: The protocol's error codes by HTTP status (those the reference server uses).
+INVALID_PARAMETER_VALUE = "INVALID_PARAMETER_VALUE"
+MALFORMED_REQUEST = "MALFORMED_REQUEST"
+RESOURCE_DOES_NOT_EXIST = "RESOURCE_DOES_NOT_EXIST"
+CODE_BY_STATUS = {
+    400: INVALID_PARAMETER_VALUE,
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: RESOURCE_DOES_NOT_EXIST,
+    405: "METHOD_NOT_ALLOWED",
+    413: INVALID_PARAMETER_VALUE,
+    429: "TOO_MANY_REQUESTS",
+    503: "SERVICE_UNAVAILABLE",
+}
+INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+class SharingError(Exception):
+    """A Delta Sharing request the server refuses: status, the protocol's error code, one line."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        self.status = status
+        self.code = code or CODE_BY_STATUS.get(status, INTERNAL_ERROR)
+        super().__init__(message)
+
+
+def invalid(message: str) -> SharingError:
+    """400 INVALID_PARAMETER_VALUE."""
+    return SharingError(400, message)
+
+
+def not_found(message: str) -> SharingError:
+    """404 RESOURCE_DOES_NOT_EXIST."""
+    return SharingError(404, message)
+
+
+def sharing_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The protocol's error body."""
+    return JSONResponse({"errorCode": code, "message": message}, status_code=status, headers=headers)
+
+
+async def sharing_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """Every exception a Delta Sharing route raises, in the protocol's shape."""
+    if isinstance(exc, SharingError):
+        return sharing_response(exc.status, exc.code, str(exc))
+    error = as_protocol_error(exc)
+    headers = {}
+    if isinstance(error.details, BusyDetails):
+        headers["Retry-After"] = str(error.details.retry_after)
+    if error.code is ErrorCode.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = 'Bearer realm="smart-transfer"'
+    return sharing_response(error.status, CODE_BY_STATUS.get(error.status, INTERNAL_ERROR), error.message, headers)
+
+
+async def sharing_validation_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """A parameter or body that does not parse: 400, naming where."""
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(part) for part in first.get("loc", ("request",)))
+    code = MALFORMED_REQUEST if first.get("loc", ("",))[0] == "body" else INVALID_PARAMETER_VALUE
+    return sharing_response(400, code, f"{where}: {first.get('msg', 'invalid')}")
+
+
+async def sharing_http_handler(request: Request, exc: Exception) -> JSONResponse:
+    """No such route (404) or method (405) under the prefix."""
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    message = f"no route {request.url.path}" if status == 404 else f"{request.method} is not allowed here"
+    return sharing_response(status, CODE_BY_STATUS.get(status, INVALID_PARAMETER_VALUE), message)

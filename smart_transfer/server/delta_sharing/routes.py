@@ -1,0 +1,332 @@
+"""The Delta Sharing REST routes: shares, schemas and tables listed for the token's read grants; a table's
+version, metadata, files (at a version or time, or since a version) and changes. Files are answered
+with presigned GET URLs of the store: the client reads the Parquet bytes from storage, never through
+this server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from smart_transfer.model import InvalidDatasetName, ObjectKind, ObjectRef
+from smart_transfer.server.auth import Access, Grant
+from smart_transfer.server.delta_sharing.docs import (
+    GetShareResponse,
+    ListSchemasResponse,
+    ListSharesResponse,
+    ListTablesResponse,
+    errors,
+    table_responses,
+)
+from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
+from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
+from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, dataset_name, is_schema, is_share, table_name
+from smart_transfer.server.delta_sharing.responses import (
+    MAX_RESULTS,
+    SignedFile,
+    file_fields,
+    listing_body,
+    metadata_line,
+    ndjson_answer,
+    page,
+    protocol_line,
+    version_answer,
+)
+from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
+from smart_transfer.server.rest_common import server_state
+from smart_transfer.server.state import ServerState, limit_subject
+
+NAME = Annotated[str, Path(max_length=256)]
+MaxResults = Annotated[
+    int | None, Query(alias="maxResults", description=f"items per page, 1..{MAX_RESULTS} (default {MAX_RESULTS})")
+]
+PageToken = Annotated[str | None, Query(alias="pageToken", max_length=512, description="a nextPageToken")]
+
+
+class Caller:
+    """Who asks (their grant; None when the server is anonymous) and the server's state."""
+
+    def __init__(self, state: ServerState, grant: Grant | None, tables: Tables) -> None:
+        self.state = state
+        self.grant = grant
+        self.tables = tables
+
+    def may_read(self, dataset: str) -> bool:
+        return self.grant is None or self.grant.allows(dataset, Access.READ)
+
+    def readable(self) -> list[str]:
+        return [name for name in self.tables.dataset_names() if self.may_read(name)]
+
+
+def caller(request: Request) -> Iterator[Caller]:
+    """Every route: not while shutting down, a known bearer token (401), one request slot (429)."""
+    state = server_state(request)
+    state.refuse_if_draining()
+    grant = state.authorizer.subject(request.headers.get("authorization"))
+    with state.requests.hold(limit_subject(grant, request.client.host if request.client else None)):
+        yield Caller(state, grant, request.app.state.sharing_tables)
+
+
+Who = Annotated[Caller, Depends(caller)]
+router = APIRouter(tags=["Delta Sharing"])
+LISTING: dict[str, Any] = {"responses": errors(404), "response_model_exclude_none": True}
+
+
+def _share(share: str) -> None:
+    if not is_share(share):
+        raise not_found(f"no share {share[:100]!r} (this server has one: {SHARE!r})")
+
+
+def _schema(share: str, schema: str) -> None:
+    _share(share)
+    if not is_schema(schema):
+        raise not_found(f"no schema {schema[:100]!r} in share {SHARE!r} (it has one: {SCHEMA!r})")
+
+
+def _table(who: Caller, share: str, schema: str, table: str) -> TableHistory:
+    _schema(share, schema)
+    name = dataset_name(table)
+    if not who.may_read(name):
+        raise SharingError(403, f"{who.grant.subject if who.grant else 'anonymous'} may not read {name}")
+    try:
+        return who.tables.history(name)
+    except InvalidDatasetName:
+        raise not_found(f"no table {table[:100]!r}") from None
+
+
+def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
+    items = []
+    for name in names:
+        try:
+            history = who.tables.history(name)
+        except SharingError:  # no schema and no data yet, or deleted since listed
+            continue
+        items.append({"name": table_name(name), "schema": SCHEMA, "share": SHARE, "id": history.table_id})
+    return items
+
+
+@router.get(
+    "/shares", operation_id="listShares", summary="List the shares (one)", response_model=ListSharesResponse, **LISTING
+)
+def list_shares(who: Who, max_results: MaxResults = None, page_token: PageToken = None) -> dict[str, Any]:
+    names, token = page("shares", [SHARE], max_results, page_token)
+    return listing_body([{"name": name} for name in names], token)
+
+
+@router.get(
+    "/shares/{share}",
+    operation_id="getShare",
+    summary="Get a share",
+    response_model=GetShareResponse,
+    responses=errors(404),
+)
+def get_share(who: Who, share: NAME) -> dict[str, Any]:
+    _share(share)
+    return {"share": {"name": SHARE}}
+
+
+@router.get(
+    "/shares/{share}/schemas",
+    operation_id="listSchemas",
+    summary="List the schemas of a share (one)",
+    response_model=ListSchemasResponse,
+    **LISTING,
+)
+def list_schemas(who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None) -> dict[str, Any]:
+    _share(share)
+    names, token = page("schemas", [SCHEMA], max_results, page_token)
+    return listing_body([{"name": name, "share": SHARE} for name in names], token)
+
+
+def _list_tables(who: Caller, listing: str, max_results: int | None, page_token: str | None) -> dict[str, Any]:
+    by_table = {table_name(name): name for name in who.readable()}
+    names, token = page(listing, list(by_table), max_results, page_token)
+    return listing_body(_table_items(who, [by_table[name] for name in names]), token)
+
+
+@router.get(
+    "/shares/{share}/schemas/{schema}/tables",
+    operation_id="listTables",
+    summary="List the tables of a schema: the datasets the token may read that have a schema or data",
+    response_model=ListTablesResponse,
+    **LISTING,
+)
+def list_tables(
+    who: Who, share: NAME, schema: NAME, max_results: MaxResults = None, page_token: PageToken = None
+) -> dict[str, Any]:
+    _schema(share, schema)
+    return _list_tables(who, "tables", max_results, page_token)
+
+
+@router.get(
+    "/shares/{share}/all-tables",
+    operation_id="listAllTables",
+    summary="List every table of a share",
+    response_model=ListTablesResponse,
+    **LISTING,
+)
+def list_all_tables(
+    who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None
+) -> dict[str, Any]:
+    _share(share)
+    return _list_tables(who, "all-tables", max_results, page_token)
+
+
+TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
+
+
+@router.get(
+    TABLE + "/version",
+    operation_id="queryTableVersion",
+    summary="A table's version (header only)",
+    response_class=Response,
+    responses=table_responses("the version, in the header", ndjson=False),
+)
+def table_version(
+    who: Who,
+    share: NAME,
+    schema: NAME,
+    table: NAME,
+    starting_timestamp: Annotated[str | None, Query(alias="startingTimestamp", max_length=64)] = None,
+) -> Response:
+    history = _table(who, share, schema, table)
+    if starting_timestamp is None:
+        return version_answer(history.latest)
+    return version_answer(history.version_from(parse_timestamp(starting_timestamp)))
+
+
+@router.get(
+    TABLE + "/metadata",
+    operation_id="queryTableMetadata",
+    summary="A table's protocol and metadata (NDJSON)",
+    response_class=Response,
+    responses=table_responses("protocol and metaData lines"),
+)
+def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME) -> Response:
+    history = _table(who, share, schema, table)
+    schema_json = who.tables.schema(history, history.latest)
+    return ndjson_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
+
+
+class QueryRequest(BaseModel):
+    """The query body: every field optional (fields this server does not know are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    predicateHints: list[str] | None = Field(default=None, max_length=100)  # noqa: N815 - the protocol's names
+    jsonPredicateHints: str | None = Field(default=None, max_length=65536)  # noqa: N815
+    limitHint: int | None = Field(default=None, ge=0)  # noqa: N815
+    version: int | None = Field(default=None, ge=0)
+    timestamp: str | None = Field(default=None, max_length=64)
+    startingVersion: int | None = Field(default=None, ge=0)  # noqa: N815
+    endingVersion: int | None = Field(default=None, ge=0)  # noqa: N815
+
+
+def _signed(who: Caller, history: TableHistory, entries: list[TableVersion]) -> list[SignedFile]:
+    """A presigned GET per file, living the sharing URL lifetime."""
+    dataset = who.state.repository.dataset(history.dataset)
+    store = who.state.repository.store
+    ttl = who.state.settings.sharing_url_ttl
+    signed = []
+    for entry in entries:
+        assert entry.data is not None
+        ref = ObjectRef(ObjectKind.DATA, entry.data.physical_hash, entry.data.size)
+        request = store.presign_get(dataset.object_key(ref), ttl)
+        signed.append(SignedFile(entry, request.url, request.expires_at))
+    who.state.metrics.urls_signed.labels("GET").inc(len(signed))
+    return signed
+
+
+def _file_lines(
+    who: Caller, history: TableHistory, entries: list[TableVersion], wrapper: str, with_version: bool
+) -> list[dict[str, Any]]:
+    return [{wrapper: file_fields(signed, with_version)} for signed in _signed(who, history, entries)]
+
+
+def _snapshot_version(history: TableHistory, body: QueryRequest) -> int | None:
+    """The version a snapshot query names (None: the latest)."""
+    if body.version is not None:
+        return history.check_version(body.version)
+    if body.timestamp is not None:
+        return history.version_at(parse_timestamp(body.timestamp))
+    return None
+
+
+def _range(history: TableHistory, start: int, end: int | None) -> tuple[int, int]:
+    first = history.check_version(start, "startingVersion")
+    last = history.check_version(end, "endingVersion") if end is not None else history.latest
+    if last < first:
+        raise invalid(f"endingVersion {last} is before startingVersion {first}")
+    return first, last
+
+
+@router.post(
+    TABLE + "/query",
+    operation_id="queryTable",
+    summary="A table's files, with presigned URLs (NDJSON)",
+    response_class=Response,
+    responses=table_responses("protocol, metaData, then a file (or, with startingVersion, an add) line per file"),
+)
+def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryRequest | None = None) -> Response:
+    history = _table(who, share, schema, table)
+    body = body or QueryRequest()
+    travel = [name for name in ("version", "timestamp", "startingVersion") if getattr(body, name) is not None]
+    if len(travel) > 1:
+        raise invalid(f"give at most one of version, timestamp and startingVersion (got {', '.join(travel)})")
+    if body.endingVersion is not None and body.startingVersion is None:
+        raise invalid("endingVersion needs startingVersion")
+    intervals = json_predicate_intervals(body.jsonPredicateHints)
+    if body.jsonPredicateHints is None:
+        intervals = sql_predicate_intervals(body.predicateHints)
+    if body.startingVersion is not None:
+        first, last = _range(history, body.startingVersion, body.endingVersion)
+        files = prune(history.files(first, last), intervals, None)
+        schema_json = who.tables.schema(history, last)
+        lines = [protocol_line(), metadata_line(history, schema_json, first)]
+        return ndjson_answer(lines + _file_lines(who, history, files, "add", True), first)
+    version = _snapshot_version(history, body)
+    at = version if version is not None else history.latest
+    files = prune(history.files(0, at), intervals, body.limitHint)
+    lines = [protocol_line(), metadata_line(history, who.tables.schema(history, at), version)]
+    return ndjson_answer(lines + _file_lines(who, history, files, "file", version is not None), at)
+
+
+def _changes_range(
+    history: TableHistory, starts: tuple[int | None, str | None], ends: tuple[int | None, str | None]
+) -> tuple[int, int]:
+    (start_version, start_time), (end_version, end_time) = starts, ends
+    if (start_version is None) == (start_time is None):
+        raise invalid("give one of startingVersion and startingTimestamp")
+    if end_version is not None and end_time is not None:
+        raise invalid("give at most one of endingVersion and endingTimestamp")
+    start = start_version if start_version is not None else history.version_from(parse_timestamp(str(start_time)))
+    end = end_version if end_time is None else history.version_at(parse_timestamp(end_time))
+    return _range(history, start, end)
+
+
+@router.get(
+    TABLE + "/changes",
+    operation_id="queryTableChanges",
+    summary="The files versions added (NDJSON)",
+    response_class=Response,
+    responses=table_responses("protocol, metaData, then an add line per file, with its version and timestamp"),
+)
+def table_changes(
+    who: Who,
+    share: NAME,
+    schema: NAME,
+    table: NAME,
+    starting_version: Annotated[int | None, Query(alias="startingVersion", ge=0)] = None,
+    starting_timestamp: Annotated[str | None, Query(alias="startingTimestamp", max_length=64)] = None,
+    ending_version: Annotated[int | None, Query(alias="endingVersion", ge=0)] = None,
+    ending_timestamp: Annotated[str | None, Query(alias="endingTimestamp", max_length=64)] = None,
+    include_historical_metadata: Annotated[bool, Query(alias="includeHistoricalMetadata")] = False,
+) -> Response:
+    history = _table(who, share, schema, table)
+    first, last = _changes_range(history, (starting_version, starting_timestamp), (ending_version, ending_timestamp))
+    lines = [protocol_line(), metadata_line(history, who.tables.schema(history, last), first)]
+    return ndjson_answer(lines + _file_lines(who, history, history.files(first, last), "add", True), first)

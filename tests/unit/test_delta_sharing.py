@@ -1,0 +1,207 @@
+"""Delta Sharing's pure parts: the table-name mapping, Spark JSON schemas from recorded DDL types and
+from Arrow, the offset hints, page tokens, the profile file, and a recorded SetDataSchema served as the
+table's schema (on a real embedded store)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from smart_transfer.config import SettingError
+from smart_transfer.model import DataField, DataSlice, Multihash, OffsetInterval, SetDataSchema, SetInfo
+from smart_transfer.model.names import DATASET_NAME_PATTERN
+from smart_transfer.reading.output import open_output
+from smart_transfer.repo import Repository
+from smart_transfer.server.delta_sharing.errors import SharingError
+from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
+from smart_transfer.server.delta_sharing.naming import dataset_name, table_name
+from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
+from smart_transfer.server.delta_sharing.responses import MAX_RESULTS, page
+from smart_transfer.server.delta_sharing.spark_schema import (
+    UnsupportedSchema,
+    schema_of_arrow,
+    spark_type_of_ddl,
+)
+from smart_transfer.server.delta_sharing.tables import Tables, TableVersion
+from smart_transfer.server.settings import ServerSettings
+from smart_transfer.storage.base import MAX_URL_TTL_SECONDS
+from smart_transfer.storage.local import LocalStore
+
+
+@given(st.from_regex(DATASET_NAME_PATTERN, fullmatch=True).filter(lambda n: len(n) <= 100))
+def test_every_dataset_name_has_one_loadable_table_name(name: str) -> None:
+    table = table_name(name)
+    assert "." not in table  # the client splits profile#share.schema.table on "."
+    assert dataset_name(table) == name
+
+
+@pytest.mark.parametrize(
+    ("ddl", "spark"),
+    [
+        ("BIGINT", "long"),
+        ("INT", "integer"),
+        ("SMALLINT", "short"),
+        ("TINYINT", "byte"),
+        ("BOOLEAN", "boolean"),
+        ("FLOAT", "float"),
+        ("DOUBLE", "double"),
+        ("STRING", "string"),
+        ("VARCHAR(10)", "string"),
+        ("BINARY", "binary"),
+        ("DATE", "date"),
+        ("TIMESTAMP", "timestamp"),
+        ("TIMESTAMP_NTZ", "timestamp_ntz"),
+        ("DECIMAL(10,2)", "decimal(10,2)"),
+        ("decimal(38, 0)", "decimal(38,0)"),
+        ("ARRAY<STRING>", {"type": "array", "elementType": "string", "containsNull": True}),
+        (
+            "MAP<STRING, ARRAY<INT>>",
+            {
+                "type": "map",
+                "keyType": "string",
+                "valueType": {"type": "array", "elementType": "integer", "containsNull": True},
+                "valueContainsNull": True,
+            },
+        ),
+        (
+            "STRUCT<a: INT, `b c`: DECIMAL(5,1) NOT NULL>",
+            {
+                "type": "struct",
+                "fields": [
+                    {"name": "a", "type": "integer", "nullable": True, "metadata": {}},
+                    {"name": "b c", "type": "decimal(5,1)", "nullable": False, "metadata": {}},
+                ],
+            },
+        ),
+    ],
+)
+def test_recorded_spark_types_become_spark_json_types(ddl: str, spark: object) -> None:
+    assert spark_type_of_ddl(ddl) == spark
+
+
+@pytest.mark.parametrize("ddl", ["INTERVAL DAY", "VOID", "ARRAY<", "DECIMAL(10,2) extra", "STRUCT<a INT"])
+def test_types_without_an_equivalent_are_refused(ddl: str) -> None:
+    with pytest.raises(UnsupportedSchema):
+        spark_type_of_ddl(ddl)
+
+
+def test_parquet_footer_types_become_spark_json_types() -> None:
+    schema = pa.schema(
+        [
+            pa.field("offset", pa.int64(), nullable=False),
+            pa.field("at", pa.timestamp("us", tz="UTC")),
+            pa.field("local", pa.timestamp("ms")),
+            pa.field("amount", pa.decimal128(12, 2)),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("attrs", pa.map_(pa.string(), pa.int32())),
+        ]
+    )
+    fields = schema_of_arrow(list(schema))["fields"]
+    assert [(f["name"], f["nullable"]) for f in fields][:2] == [("offset", False), ("at", True)]
+    assert [f["type"] for f in fields[1:4]] == ["timestamp", "timestamp_ntz", "decimal(12,2)"]
+    assert fields[4]["type"]["elementType"] == "string"
+    assert fields[5]["type"]["keyType"] == "string" and fields[5]["type"]["valueType"] == "integer"
+
+
+def _files(*spans: tuple[int, int]) -> list[TableVersion]:
+    digest = Multihash.parse("f1220" + "ab" * 32)
+    return [
+        TableVersion(i + 1, 0, DataSlice(digest, 10, OffsetInterval(start, end), end - start + 1), None)
+        for i, (start, end) in enumerate(spans)
+    ]
+
+
+def _leaf(op: str, column: str, value: str) -> dict[str, object]:
+    return {
+        "op": op,
+        "children": [{"op": "column", "name": column, "valueType": "long"}, {"op": "literal", "value": value}],
+    }
+
+
+def test_offset_predicates_and_limits_prune_files() -> None:
+    files = _files((0, 9), (10, 19), (20, 29), (30, 39))
+    between = {
+        "op": "and",
+        "children": [_leaf("greaterThan", "offset", "12"), _leaf("lessThanOrEqual", "offset", "25")],
+    }
+    kept = prune(files, json_predicate_intervals(orjson.dumps(between).decode()), None)
+    assert [f.version for f in kept] == [2, 3]
+    either = {"op": "or", "children": [_leaf("equal", "offset", "5"), _leaf("greaterThanOrEqual", "offset", "38")]}
+    assert [f.version for f in prune(files, json_predicate_intervals(orjson.dumps(either).decode()), None)] == [1, 4]
+    other = _leaf("equal", "amount", "5")  # a column the server cannot prune by: every file stays
+    assert len(prune(files, json_predicate_intervals(orjson.dumps(other).decode()), None)) == 4
+    assert [f.version for f in prune(files, sql_predicate_intervals(["offset >= 30", "color = 'red'"]), None)] == [4]
+    assert [f.version for f in prune(files, json_predicate_intervals(None), 11)] == [1, 2]
+    assert prune(files, json_predicate_intervals(None), 0) == []
+    # the rows a limit counts are those the predicate may keep: 8 rows of slice 2, then slice 3
+    assert [f.version for f in prune(files, json_predicate_intervals(orjson.dumps(between).decode()), 9)] == [2, 3]
+
+
+@pytest.mark.parametrize("text", ["{", '{"op": 3}', '{"op": "and", "children": []}', '{"op": "equal"}', "[]"])
+def test_malformed_json_predicates_are_refused(text: str) -> None:
+    with pytest.raises(SharingError) as caught:
+        json_predicate_intervals(text)
+    assert caught.value.status == 400 and caught.value.code == "INVALID_PARAMETER_VALUE"
+
+
+def test_pages_resume_after_their_token_and_refuse_bad_ones() -> None:
+    names = [f"t{i}" for i in range(5)]
+    first, token = page("tables", names, 2, None)
+    second, token2 = page("tables", names, 2, token)
+    third, last = page("tables", names, 2, token2)
+    assert (first, second, third, last) == (["t0", "t1"], ["t2", "t3"], ["t4"], "")
+    for size in (0, MAX_RESULTS + 1):
+        with pytest.raises(SharingError):
+            page("tables", names, size, None)
+    for bad in ("%%%", token.replace("=", "") + "x", page("shares", ["s", "t"], 1, None)[1]):
+        with pytest.raises(SharingError):
+            page("tables", names, 2, bad)
+
+
+def test_a_profile_names_the_sharing_endpoint_and_the_token(tmp_path: Path) -> None:
+    profile = sharing_profile("https://data.example.com/", "st_secret")
+    assert profile == {
+        "shareCredentialsVersion": 1,
+        "endpoint": "https://data.example.com/delta-sharing",
+        "bearerToken": "st_secret",
+    }
+    with open_output(str(tmp_path / "p.share"), mode=0o600) as sink:
+        sink.write(profile_bytes(profile))
+    assert orjson.loads((tmp_path / "p.share").read_bytes()) == profile
+    assert oct((tmp_path / "p.share").stat().st_mode & 0o777) == "0o600"
+    with pytest.raises(ValueError, match="not a server URL"):
+        sharing_profile("data.example.com", "st_secret")
+
+
+def test_a_recorded_schema_is_the_tables_schema(tmp_path: Path) -> None:
+    repository = Repository(LocalStore(tmp_path / "store"), tmp_path / "index")
+    try:
+        recorded = (DataField("offset", "BIGINT", False), DataField("price", "DECIMAL(10,2)", True))
+        repository.dataset("shop.orders").append([SetDataSchema(recorded)])
+        tables = Tables(repository)
+        history = tables.history("shop.orders")
+        assert history.latest == 1 and history.files(0, 1) == []
+        assert tables.schema(history, 1)["fields"] == [
+            {"name": "offset", "type": "long", "nullable": False, "metadata": {}},
+            {"name": "price", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
+        ]
+        repository.dataset("shop.orders").append([SetInfo("orders", ())])
+        grown = tables.history("shop.orders")  # only the new block is decoded; the rest is kept
+        assert grown.latest == 2 and grown.versions[:2] == history.versions and grown.head != history.head
+        with pytest.raises(SharingError) as caught:
+            tables.history("no-such")
+        assert caught.value.status == 404
+    finally:
+        repository.close()
+
+
+def test_the_sharing_url_lifetime_is_bounded_by_the_stores_longest() -> None:
+    assert ServerSettings().sharing_url_ttl == 3600
+    assert ServerSettings(sharing_url_ttl_seconds=MAX_URL_TTL_SECONDS).sharing_url_ttl == MAX_URL_TTL_SECONDS
+    with pytest.raises(SettingError, match=r"--sharing-url-ttl must be 1\.\.604800 seconds"):
+        ServerSettings(sharing_url_ttl_seconds=10**9)

@@ -164,7 +164,29 @@ def _collect_blocks(
     flight may commit them) are returned, so their objects stay too."""
     on_chain = {b.hash for b in found.chain}
     young: set[Multihash] = set()
-    # blocks held by packs that stay for the chain: their single-block objects are redundant
+    held = _collect_packs(blocks, found, repacked, on_chain, young, cutoff, report, dry_run)
+    _collect_singles(blocks, found, on_chain, held, young, cutoff, report, dry_run)
+    young_blocks = []
+    for block_hash in young:
+        with contextlib.suppress(ModelError, CorruptRepository):
+            data = found.block_bytes.get(block_hash) or blocks.read_single(block_hash)
+            if data is not None:
+                young_blocks.append(NewBlock.decode(data, block_hash))
+    return young_blocks
+
+
+def _collect_packs(
+    blocks: DatasetBlocks,
+    found: _Dataset,
+    repacked: str | None,
+    on_chain: set[Multihash],
+    young: set[Multihash],
+    cutoff: float,
+    report: GcReport,
+    dry_run: bool,
+) -> set[Multihash]:
+    """Keep the packs the chain needs, delete the others once old; returns the blocks held by packs that
+    stay (their single-block objects are redundant), and adds young off-chain blocks to ``young``."""
     held = set(on_chain) if repacked is not None else set()
     for key, (info, hashes) in found.packs.items():
         off_chain = hashes - on_chain
@@ -180,6 +202,21 @@ def _collect_blocks(
             _delete(blocks.store, info, float("inf"), report, dry_run)  # the repacked pack holds it all
         else:  # it holds no chain block, and nothing young
             _delete(blocks.store, info, cutoff, report, dry_run)
+    return held
+
+
+def _collect_singles(
+    blocks: DatasetBlocks,
+    found: _Dataset,
+    on_chain: set[Multihash],
+    held: set[Multihash],
+    young: set[Multihash],
+    cutoff: float,
+    report: GcReport,
+    dry_run: bool,
+) -> None:
+    """Single-block objects (repositories from before packs): delete those a kept pack holds, and old
+    ones off the chain; young off-chain ones go to ``young``."""
     for block_hash, info in found.singles.items():
         if block_hash in held and (block_hash in on_chain or info.modified <= cutoff):
             _delete(blocks.store, info, float("inf"), report, dry_run)  # a pack that stays holds it
@@ -190,13 +227,6 @@ def _collect_blocks(
             young.add(block_hash)
         else:
             _delete(blocks.store, info, cutoff, report, dry_run)
-    young_blocks = []
-    for block_hash in young:
-        with contextlib.suppress(ModelError, CorruptRepository):
-            data = found.block_bytes.get(block_hash) or blocks.read_single(block_hash)
-            if data is not None:
-                young_blocks.append(NewBlock.decode(data, block_hash))
-    return young_blocks
 
 
 def collect_garbage(

@@ -125,17 +125,8 @@ class LocalUploads:
 
     def assemble(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]], temp: Path) -> None:
         """Check ``parts`` against what the upload holds and write them, in order, to ``temp``."""
-        numbers = [number for number, _ in parts]
-        if not numbers or numbers != sorted(set(numbers)):
-            raise MultipartRefused(f"{key}: InvalidPartOrder: parts must be named once each, ascending")
-        held = {part.number: part for part in self.parts(key, upload_id)}
+        self._check_parts(key, upload_id, parts)
         folder = self.folder(key, upload_id)
-        for index, (number, md5_hex) in enumerate(parts):
-            part = held.get(number)
-            if part is None or part.etag != md5_hex:
-                raise MultipartRefused(f"{key}: InvalidPart: part {number} is not uploaded with MD5 {md5_hex}")
-            if index < len(parts) - 1 and part.size < MIN_PART_BYTES:
-                raise MultipartRefused(f"{key}: EntityTooSmall: part {number} has {part.size} bytes")
         try:
             with open(temp, "wb") as out:
                 for number, md5_hex in parts:
@@ -146,6 +137,20 @@ class LocalUploads:
         except OSError as exc:
             temp.unlink(missing_ok=True)
             raise StorageUnavailable(f"cannot assemble {key}: {exc.strerror}") from None
+
+    def _check_parts(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> None:
+        """Refuse what S3 refuses: parts out of order or twice, a part not held with that MD5, a part
+        other than the last smaller than the minimum."""
+        numbers = [number for number, _ in parts]
+        if not numbers or numbers != sorted(set(numbers)):
+            raise MultipartRefused(f"{key}: InvalidPartOrder: parts must be named once each, ascending")
+        held = {part.number: part for part in self.parts(key, upload_id)}
+        for index, (number, md5_hex) in enumerate(parts):
+            part = held.get(number)
+            if part is None or part.etag != md5_hex:
+                raise MultipartRefused(f"{key}: InvalidPart: part {number} is not uploaded with MD5 {md5_hex}")
+            if index < len(parts) - 1 and part.size < MIN_PART_BYTES:
+                raise MultipartRefused(f"{key}: EntityTooSmall: part {number} has {part.size} bytes")
 
     def drop(self, key: str, upload_id: str) -> None:
         """Remove an upload and its parts (nothing when it is unknown)."""

@@ -141,14 +141,25 @@ class PeerFetcher:
 
     def _failed(self, url: str, exc: TransferFailed) -> None:
         if not (exc.network or exc.stalled):
-            self._drop(url, f"served an object that does not verify or a bad answer: {exc.reason}")
+            self._drop(url, f"the peer {_problem(exc)}")
         elif exc.status == 429:
             return  # busy throughout: alive, but this object goes elsewhere
         else:  # unreachable, broken off, or too slow: maybe loaded, maybe gone
             self._failures[url] = self._failures.get(url, 0) + 1
             if self._failures[url] >= PEER_MAX_FAILURES:
-                self._drop(url, f"failed {PEER_MAX_FAILURES} times in a row: {exc.reason}")
+                self._drop(url, f"the peer failed {PEER_MAX_FAILURES} times in a row; last it {_problem(exc)}")
 
     def _drop(self, url: str, reason: str) -> None:
         self.report.dropped.setdefault(url, reason)
         self.health.mark(url, False)
+
+
+def _problem(exc: TransferFailed) -> str:
+    """What a peer did wrong, in the peer's words (the download's own say "storage", its usual source)."""
+    if exc.stalled:
+        return f"stopped sending ({exc.object_name})"
+    if exc.status is not None:
+        return f"answered HTTP {exc.status} for {exc.object_name}"
+    if exc.network:
+        return f"could not be reached or broke off in the middle of {exc.object_name}"
+    return f"served {exc.object_name} with bytes that do not verify (hash or size)"

@@ -163,6 +163,7 @@ def test_a_peer_killed_mid_transfer_leaves_the_rest_to_storage(
     assert 0 < pulled["objects_from_peers"] < OBJECTS, pulled
     assert pulled["objects_transferred"] == OBJECTS
     assert f"{peer.url}/{dataset_name}" in pulled["peers_dropped"], pulled
+    assert "storage" not in pulled["peers_dropped"][f"{peer.url}/{dataset_name}"]  # the peer failed, not storage
     assert storage_gets(server) - before == OBJECTS - pulled["objects_from_peers"]
     assert files_of(c, dataset_name) == files_of(a, dataset_name)
     verified(c, dataset_name)
@@ -182,7 +183,8 @@ def test_a_peer_serving_corrupt_bytes_is_dropped_and_the_pull_stays_intact(
     before = storage_gets(server)
     pulled = summary(run_cli("pull", url, "--json", workspace=c))
     assert pulled["objects_from_peers"] == 0, pulled
-    assert "does not verify" in pulled["peers_dropped"][f"{peer.url}/{dataset_name}"]
+    reason = pulled["peers_dropped"][f"{peer.url}/{dataset_name}"]
+    assert "do not verify" in reason and reason.startswith("the peer served") and "storage" not in reason
     assert storage_gets(server) - before == OBJECTS
     assert files_of(c, dataset_name) == files_of(a, dataset_name)  # not one corrupt byte became visible
     verified(c, dataset_name)

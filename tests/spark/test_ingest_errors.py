@@ -5,6 +5,7 @@ or Spark output unless --verbose."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from smart_transfer.ingest import IngestError, ingest
 from smart_transfer.repo import Workspace
+from smart_transfer.repo.index import lock_holder
 from tests.conftest import CLI
 from tests.spark.data import snapshot, write_csv, write_jsonl
 
@@ -136,3 +138,47 @@ def test_cli_slices_are_identical_across_processes(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         slices.append(orjson.loads(result.stdout)["data_slice"])
     assert slices[0] == slices[1]
+
+
+def _beside(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, check=False, timeout=60)
+
+
+def test_log_and_list_run_while_an_ingest_holds_the_workspace(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    first = write_csv(tmp_path / "a.csv", [(str(i), f"n{i}", str(i)) for i in range(20)])
+    assert run_cli("ds", "--input", str(first), "--workspace", str(workspace)).returncode == 0
+    more = write_csv(tmp_path / "b.csv", [(str(i), f"m{i}", str(i)) for i in range(20, 40)])
+    ingesting = subprocess.Popen(
+        [*CLI, "ingest", "ds", "--input", str(more), "--json", "--workspace", str(workspace)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while lock_holder(workspace / "index" / "LOCK") is None and ingesting.poll() is None:
+            assert time.monotonic() < deadline, "the ingest never opened the workspace"
+            time.sleep(0.05)
+        held = lock_holder(workspace / "index" / "LOCK")
+        logged = subprocess.run(
+            [*CLI, "log", "ds", "--json", "--workspace", str(workspace)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        listed = subprocess.run(
+            [*CLI, "list", "--json", "--workspace", str(workspace)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        out, err = ingesting.communicate(timeout=300)
+    assert held is not None and str(ingesting.pid) in held  # the readers ran while the ingest held it
+    assert logged.returncode == 0 and len(logged.stdout.splitlines()) >= 2, logged.stderr
+    assert listed.returncode == 0 and [d["name"] for d in orjson.loads(listed.stdout)] == ["ds"], listed.stderr
+    assert ingesting.returncode == 0, err
+    assert orjson.loads(out)["rows_added"] == 20

@@ -14,13 +14,16 @@ from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from smart_transfer.server.auth import TokensFileError, load_grants
     from smart_transfer.server.runner import serve
 
     settings = settings_from(args, ServerSettings, ENV_PREFIX)
     try:
         settings.check_exposure()
-    except ValueError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        if settings.tokens_file is not None:
+            load_grants(settings.tokens_file)  # a file it cannot use is refused before anything starts
+    except (ValueError, TokensFileError) as exc:
+        raise CliError(f"--tokens: {exc}" if isinstance(exc, TokensFileError) else str(exc), EXIT_USAGE) from None
     return serve_until_stopped(lambda: serve(settings))
 
 

@@ -48,9 +48,10 @@ test: install node-deps chromium
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
 
 # The long fault runs: clients killed at many random points, server killed mid-push, S3 outage and S3 paused
-# (SIGSTOP) mid-transfer, racing pushers, replicas behind nginx (long pushes, SIGTERM of a replica).
+# (SIGSTOP) mid-transfer, racing pushers, replicas behind nginx (long pushes, SIGTERM of a replica), and the
+# CLI fuzzer's larger profile (SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES per command, 40 by default).
 test-faults: install node-deps
-	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -m faults tests/faults $(PYTEST_ARGS)
+	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -m faults tests/faults tests/integration/test_cli_fuzz.py $(PYTEST_ARGS)
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)

@@ -36,6 +36,8 @@ from smart_transfer.config import Declared
 from tests.conftest import CLI, ROOT, ServerProcess, make_files, run_cli, start_server, summary
 
 EXAMPLES = int(os.environ.get("SMART_TRANSFER_CLI_FUZZ_EXAMPLES", "6"))
+#: The larger profile `make test-faults` runs (examples per command).
+FAULTS_EXAMPLES = int(os.environ.get("SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES", "40"))
 #: Seconds a run may take (a hang is a failure), and how long a server command is left running.
 RUN_TIMEOUT = 90.0
 SERVER_RUN_SECONDS = 3.0
@@ -250,17 +252,27 @@ def _check(box: Sandbox, argv: list[str]) -> None:
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
-@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
-def test_every_command_survives_generated_arguments(sandbox: Sandbox, path: tuple[str, ...]) -> None:
-    examples = max(1, EXAMPLES // 3) if path == ("ingest",) else EXAMPLES  # each ingest starts a JVM
+def _fuzz(box: Sandbox, path: tuple[str, ...], examples: int) -> None:
+    examples = max(1, examples // 3) if path == ("ingest",) else examples  # each ingest starts a JVM
 
-    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
-    @given(argv=_invocation(sandbox, path))
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(argv=_invocation(box, path))
     def run(argv: list[str]) -> None:
-        _check(sandbox, argv)
+        _check(box, argv)
 
     run()
     assert RUNS[" ".join(path)] >= 1
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_every_command_survives_generated_arguments(sandbox: Sandbox, path: tuple[str, ...]) -> None:
+    _fuzz(sandbox, path, EXAMPLES)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_every_command_survives_many_generated_arguments(sandbox: Sandbox, path: tuple[str, ...]) -> None:
+    _fuzz(sandbox, path, FAULTS_EXAMPLES)
 
 
 def test_the_fuzzer_reaches_every_command() -> None:

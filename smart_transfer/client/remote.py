@@ -103,6 +103,7 @@ class RemoteDataset:
 
     @property
     def url(self) -> str:
+        """The dataset's URL: ``{base_url}/{name}``."""
         return f"{self.base_url}/{self.name}"
 
     def ws_url(self, flow: str) -> str:

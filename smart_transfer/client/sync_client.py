@@ -62,6 +62,7 @@ class SyncClient:
         return self._client.dataset(name)
 
     def close(self) -> None:
+        """Close the workspace when this client opened it."""
         if self._owns_workspace:
             self.workspace.close()
 

@@ -110,6 +110,7 @@ class Connection:
 
     @property
     def finished(self) -> bool:
+        """Whether the session has ended, done or failed."""
         return self.phase in (Phase.DONE, Phase.FAILED)
 
     def allowed(self, sender: Sender) -> list[str]:

@@ -139,6 +139,8 @@ class NoDetails(Details):
 
 
 class UnexpectedMessageDetails(Details):
+    """The details of UnexpectedMessage: where the session was and what would have been allowed."""
+
     flow: str = Field(description="pull or push")
     phase: str = Field(description="the phase the session was in")
     message: str = Field(description="the type of the message that was not allowed")
@@ -146,53 +148,77 @@ class UnexpectedMessageDetails(Details):
 
 
 class MessageTooLargeDetails(Details):
+    """The details of MessageTooLarge: the limit the frame or body went past."""
+
     limit: int = Field(description="the largest frame or body accepted, in bytes")
 
 
 class DivergedDetails(Details):
+    """The details of Diverged: the head of the other side's chain."""
+
     remote_head: str = Field(description="the head of the chain the request was compared with")
 
 
 class InvalidHeadDetails(Details):
+    """The details of InvalidHead: the head the client expected and the one the server has."""
+
     expected: str | None = Field(description="the head the client expected (null: no dataset)")
     actual: str | None = Field(description="the head the server has (null: no dataset)")
 
 
 class InvalidIntervalDetails(Details):
+    """The details of InvalidInterval: the server's head."""
+
     remote_head: str = Field(description="the server's head")
 
 
 class InvalidBlocksDetails(Details):
+    """The details of InvalidBlocks: the block or manifest at fault."""
+
     block: str | None = Field(default=None, description="the block at fault, when one is")
     manifest: str | None = Field(default=None, description="the checkpoint manifest at fault, when one is")
 
 
 class SeedMismatchDetails(Details):
+    """The details of SeedMismatch: the dataset id force would have replaced."""
+
     remote_dataset_id: str = Field(description="the dataset id of the chain that would have been replaced")
 
 
 class ObjectDetails(Details):
+    """The details of an error about one object: its hash."""
+
     object: str = Field(description="the object's hash")
 
 
 class TooManyObjectsDetails(Details):
+    """The details of TooManyObjects: the most objects one page may name."""
+
     max_objects_per_page: int
 
 
 class UploadInvalidDetails(Details):
+    """The details of UploadInvalid: the first objects at fault, and how many are."""
+
     objects: list[str] = Field(description="the first objects at fault, each 'kind/hash: reason'")
     count: int = Field(description="how many objects are at fault in all")
 
 
 class BusyDetails(Details):
+    """The details of Busy: how long to wait before trying again."""
+
     retry_after: int = Field(description="seconds to wait before trying again")
 
 
 class RangeNotSatisfiableDetails(Details):
+    """The details of RangeNotSatisfiable: the object's size."""
+
     size: int = Field(description="the object's size in bytes")
 
 
 class MethodNotAllowedDetails(Details):
+    """The details of MethodNotAllowed: the methods the path answers."""
+
     allowed: list[str] = Field(description="the methods this path answers")
 
 
@@ -247,4 +273,5 @@ class ProtocolError(Exception):
         return HTTP_STATUS[self.code]
 
     def details_dict(self) -> dict[str, Any]:
+        """The details as JSON values (an empty object without details)."""
         return self.details.model_dump(mode="json") if self.details is not None else {}

@@ -20,11 +20,15 @@ from smart_transfer.protocol.messages import MessageType
 
 
 class Sender(Enum):
+    """Who sends a message: the client or the server."""
+
     CLIENT = "client"
     SERVER = "server"
 
 
 class Phase(Enum):
+    """Where a session is in its flow; the transition tables say what each phase allows."""
+
     AWAIT_REQUEST = "AwaitRequest"
     PLANNING = "Planning"  # server decides: plan or error
     AWAIT_METADATA_REQUEST = "AwaitMetadataRequest"  # pull: client asks for the tarball

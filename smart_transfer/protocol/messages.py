@@ -203,6 +203,8 @@ class DatasetPullObjectsTransferRequest(Message):
 
 
 class PullObjectTransfer(Message):
+    """One object of a pull page and the presigned GET that fetches it."""
+
     object_file: ObjectFile
     download: HttpRequest
 
@@ -333,6 +335,8 @@ class MultipartUpload(Message):
 
 
 class PushObjectTransfer(Message):
+    """One object of a push page and how to send it: skip it, one presigned PUT, or parts."""
+
     object_file: ObjectFile
     transfer: Annotated[SkipUpload | HttpUpload | MultipartUpload, Field(discriminator="type")]
 

@@ -18,6 +18,8 @@ class ServerInfo(BaseModel):
 
 
 class ObjectTotals(BaseModel):
+    """How many objects of one kind a dataset's chain references, and their bytes."""
+
     count: int
     bytes: int
 

@@ -86,17 +86,20 @@ class TransferSummary:
     started: float = field(default_factory=time.monotonic, repr=False)
 
     def to_dict(self) -> dict[str, object]:
+        """The summary as JSON values (what `--json` prints)."""
         data = asdict(self)
         data.pop("started")
         return data
 
     def moved(self, result: MoveResult) -> None:
+        """Count what a move of objects did."""
         self.objects_transferred = result.transferred
         self.objects_skipped += result.skipped
         self.bytes_transferred = result.bytes
         self.urls_refreshed = result.refreshed_urls
 
     def finish(self) -> TransferSummary:
+        """Stamp the seconds the operation took; returns this summary."""
         self.seconds = round(time.monotonic() - self.started, 3)
         return self
 
@@ -113,10 +116,12 @@ class Meter:
         self.callback = callback
 
     def add_bytes(self, count: int) -> None:
+        """Count bytes moved and report progress."""
         self.bytes_done += count
         self._report()
 
     def add_object(self) -> None:
+        """Count one object done and report progress."""
         self.objects_done += 1
         self._report()
 

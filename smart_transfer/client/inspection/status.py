@@ -64,6 +64,7 @@ class DatasetStatus:
     remote_only_blocks: int | None = None
 
     def to_dict(self) -> dict[str, object]:
+        """The status as JSON values (what `status --json` prints)."""
         return asdict(self)
 
     def describe(self) -> str:

@@ -42,9 +42,11 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """No problem found, and the histories did not diverge."""
         return not self.problems and self.relation != DIVERGED
 
     def to_dict(self) -> dict[str, object]:
+        """The report as JSON values (what `verify --json` prints)."""
         return {**asdict(self), "ok": self.ok}
 
 

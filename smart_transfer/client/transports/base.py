@@ -34,6 +34,7 @@ class LocalChain:
 
     @property
     def head(self) -> Multihash | None:
+        """The local head (None: the dataset has no block yet)."""
         return self.tip.head if self.tip is not None else None
 
 

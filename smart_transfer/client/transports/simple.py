@@ -123,9 +123,11 @@ class RestClient(RestSession):
             raise LocalError(ErrorCode.INVALID_BLOCKS, "the server's head is not a hash") from None
 
     async def block(self, block_hash: Multihash) -> bytes:
+        """The bytes of one block (``GET {dataset}/blocks/{hash}``)."""
         return (await self.call("GET", f"{self.remote.url}/blocks/{block_hash}", (200,)))[1]
 
     def object_request(self, kind: str, object_hash: str, method: str) -> HttpRequest:
+        """The REST request that moves one object (a GET may redirect to storage unless ``redirect`` is off)."""
         url = self.remote.object_url(kind, object_hash)
         if method == "PUT":
             # the server answers at once when it already holds the object (a re-run): no body is sent
@@ -135,6 +137,7 @@ class RestClient(RestSession):
         return HttpRequest(method="GET", url=url + suffix, headers=self.headers, expires_at=0)
 
     async def object_exists(self, item: ObjectFile) -> bool:
+        """Whether the server already holds ``item`` (a HEAD, no redirect followed)."""
         url = self.remote.object_url(item.kind, item.physical_hash)
         status, _ = await self.call("HEAD", url, (200, 307, 404), allow_redirects=False)
         return status != 404
@@ -149,6 +152,8 @@ class RestClient(RestSession):
 
 
 class SimplePull(PullChannel):
+    """A pull over the REST routes: the chain walked block by block, objects through their routes."""
+
     def __init__(self, rest: RestClient) -> None:
         self.rest = rest
 
@@ -172,6 +177,8 @@ class SimplePull(PullChannel):
 
 
 class SimplePush(PushChannel):
+    """A push over the REST routes: blocks and objects PUT one by one, then head moved with If-Match."""
+
     def __init__(self, rest: RestClient, parallel: int) -> None:
         self.rest = rest
         self.parallel = parallel

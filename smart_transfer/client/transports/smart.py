@@ -64,6 +64,8 @@ def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> No
 
 
 class SmartPull(PullChannel):
+    """A pull in one WebSocket session: the plan, the tarball, pages of presigned GETs, and follow."""
+
     def __init__(self, session: ClientSession) -> None:
         self.session = session
         self._metadata_received = False
@@ -133,6 +135,8 @@ class SmartPull(PullChannel):
 
 
 class SmartPush(PushChannel):
+    """A push in one WebSocket session: the request, the tarball, pages of upload terms, the commit."""
+
     def __init__(self, session: ClientSession) -> None:
         self.session = session
 

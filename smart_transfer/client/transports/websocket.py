@@ -63,6 +63,7 @@ class ClientSession:
         answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> Self:
+        """Connect (bounded by ``connect_timeout``) and open a session of ``flow`` with the subprotocol."""
         headers = authorization(token)
         try:
             socket = await connect(
@@ -153,5 +154,6 @@ class ClientSession:
             await self.socket.close(close.code, close.reason)
 
     async def close(self) -> None:
+        """End the session with a normal close (nothing when it has ended already)."""
         close = self.connection.close_frame()
         await self.socket.close(close.code, close.reason)

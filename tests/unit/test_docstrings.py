@@ -51,9 +51,9 @@ def _undocumented_members(module: ModuleType, cls: type) -> Iterator[str]:
     for name, member in vars(cls).items():
         if name.startswith("_") or name.startswith("model_"):
             continue
-        if inspect.isfunction(member) or isinstance(member, property | classmethod | staticmethod):
-            if not inspect.getdoc(getattr(cls, name)):
-                yield f"{module.__name__}.{cls.__name__}.{name}"
+        is_member = inspect.isfunction(member) or isinstance(member, property | classmethod | staticmethod)
+        if is_member and not inspect.getdoc(getattr(cls, name)):
+            yield f"{module.__name__}.{cls.__name__}.{name}"
 
 
 @pytest.mark.parametrize("package", PACKAGES)

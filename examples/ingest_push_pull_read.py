@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,8 +28,11 @@ server = None
 if len(sys.argv) > 1:
     server_url = sys.argv[1].rstrip("/")
 else:
+    with socket.socket() as probe:  # a free port (the server takes ports 1-65535, not "any": 0)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(work / "server")],
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--root", str(work / "server")],
         stdout=subprocess.PIPE,
         text=True,
     )

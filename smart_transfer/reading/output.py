@@ -10,8 +10,10 @@ every such command follows.
   that no process reads is refused at once instead of waiting for a reader.
 - Anything else (a directory, a block device, a socket) is refused.
 
-Every failure, a full device included, is an :class:`OutputError` (an OSError) naming the user's path,
-never the temporary file; nothing is left behind."""
+A path that cannot be a target (a directory, a missing directory, a block device) is a usage error
+(``LocalError`` InvalidRequest: exit 2); a write that fails, a full device included, is an
+:class:`OutputError` (an OSError: exit 1). Both name the user's path, never the temporary file, and
+nothing is left behind."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from smart_transfer.errors import LocalError
+from smart_transfer.protocol.errors import ErrorCode
+
 
 class OutputError(OSError):
     """An output path that cannot be written; the message names the path as the user gave it."""
@@ -32,6 +37,11 @@ class OutputError(OSError):
 
 def _refusal(path: str, reason: str) -> OutputError:
     return OutputError(f"cannot write {path}: {reason}")
+
+
+def _not_a_target(path: str, reason: str) -> LocalError:
+    """A path no export can write to at all: a usage error (exit 2), before anything is written."""
+    return LocalError(ErrorCode.INVALID_REQUEST, f"cannot write {path}: {reason}")
 
 
 def _failure(path: str, exc: OSError) -> OutputError:
@@ -61,9 +71,9 @@ def open_output(path: str, mode: int = 0o666) -> Iterator[IO[bytes]]:
         with _in_place(path, fifo=stat.S_ISFIFO(kind)) as sink:
             yield sink
     elif stat.S_ISDIR(kind):
-        raise _refusal(path, "it is a directory")
+        raise _not_a_target(path, "it is a directory")
     else:
-        raise _refusal(path, "it is neither a regular file, a character device nor a FIFO")
+        raise _not_a_target(path, "it is neither a regular file, a character device nor a FIFO")
 
 
 @contextlib.contextmanager
@@ -79,7 +89,7 @@ def _guarded(path: str) -> Iterator[None]:
 @contextlib.contextmanager
 def _replacing(path: str, target: Path, mode: int) -> Iterator[IO[bytes]]:
     if not target.parent.is_dir():
-        raise _refusal(path, f"no such directory {target.parent}")
+        raise _not_a_target(path, f"no such directory {target.parent}")
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         created = os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")

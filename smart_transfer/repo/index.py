@@ -66,6 +66,10 @@ class RepositoryIndex:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        if read_only and not (path / "CURRENT").exists():
+            # an index directory no process has initialised yet (an empty workspace): make it empty, once,
+            # so a reader sees no dataset instead of failing (the lock is free while nobody holds the index)
+            RepositoryIndex(path, lock_wait=lock_wait).close()
         access = AccessType.read_only() if read_only else AccessType.read_write()
         deadline = time.monotonic() + lock_wait
         while True:

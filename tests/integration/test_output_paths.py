@@ -30,8 +30,8 @@ def _export(workspace: Path, out: str, *extra: str) -> subprocess.CompletedProce
     return run_cli("export", NAME, out, "--format", "jsonl", *extra, workspace=workspace, timeout=60)
 
 
-def _one_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:
-    assert result.returncode == 1, (result.stdout, result.stderr)
+def _one_error(result: subprocess.CompletedProcess[str], fragment: str, code: int = 1) -> None:
+    assert result.returncode == code, (result.stdout, result.stderr)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and fragment in lines[0] and ".tmp" not in lines[0], lines
 
@@ -102,7 +102,8 @@ def test_a_symlink_is_followed_and_stays_a_link(workspace: Path, tmp_path: Path)
 
 
 def test_a_directory_and_unwritable_places_are_refused_naming_the_users_path(workspace: Path, tmp_path: Path) -> None:
-    _one_error(_export(workspace, str(tmp_path)), f"cannot write {tmp_path}: it is a directory")
+    _one_error(_export(workspace, str(tmp_path)), f"cannot write {tmp_path}: it is a directory", 2)
+    _one_error(_export(workspace, str(tmp_path / "no" / "x.jsonl")), "no such directory", 2)
     _one_error(_export(workspace, "/proc/x.jsonl"), "cannot write /proc/x.jsonl: cannot create a file in /proc")
     _one_error(_export(workspace, "/sys/x.jsonl"), "cannot write /sys/x.jsonl")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from smart_transfer.model import ModelError
 from smart_transfer.repo.errors import DatasetNotFound
+from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, table_name
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.ui.views import ChainRow, DatasetRow, Remembered, chain_rows, dataset_row, preview
 from smart_transfer.server.ui.visitor import Visitor
@@ -130,4 +131,15 @@ def dataset_page(
         "preview": preview(repo, tip, lambda count: _count_preview(state, count)),
         "peers": state.peers.listed(repo),
         "pull": f"smart-transfer pull {base_url}/{repo.name}",
+        "sharing": sharing_lines(base_url, repo.name),
+    }
+
+
+def sharing_lines(base_url: str, name: str) -> dict[str, str]:
+    """How to read the dataset as a Delta Sharing table: the profile a server operator makes (``token
+    profile``) and the pandas line that loads the table with it."""
+    table = f"{SHARE}.{SCHEMA}.{table_name(name)}"
+    return {
+        "profile": f"smart-transfer token profile YOU --tokens TOKENS.json --url {base_url} --read {name} -o me.share",
+        "pandas": f'delta_sharing.load_as_pandas("me.share#{table}")',
     }

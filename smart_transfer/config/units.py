@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?(?:/s)?")
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -27,6 +28,32 @@ def bucket(text: str) -> str:
     and ending with a letter or digit, no two dots in a row, not an IP address."""
     if not _BUCKET.fullmatch(text) or ".." in text or re.fullmatch(r"[0-9.]+", text):
         raise ValueError(f"not an S3 bucket name: {text!r} (3-63 of a-z, 0-9, '.', '-')")
+    return text
+
+
+_REGION = re.compile(r"(?![0-9]+$)[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]+")
+
+
+def region(text: str) -> str:
+    """An S3 region name (``us-east-1``, ``eu-central-2``, or a custom one of the same letters; a host
+    label, not all digits)."""
+    if not _REGION.fullmatch(text):
+        raise ValueError(f"not a region name: {text!r} (letters, digits and '-', e.g. us-east-1)")
+    return text
+
+
+def http_url(text: str) -> str:
+    """An endpoint URL: ``http(s)://HOST[:PORT][/PATH]`` with no credentials, query or fragment."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # a malformed port raises here
+    except ValueError:
+        raise ValueError(f"not a URL: {text!r} (malformed host or port)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not _HOST.fullmatch(parts.hostname) or port == 0:
+        raise ValueError(f"not an http(s) URL: {text!r} (e.g. http://127.0.0.1:9000)")
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise ValueError("an endpoint URL holds no credentials, query or fragment")
     return text
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smart_transfer.config import SettingError, check_settings, setting
-from smart_transfer.config.units import bucket
+from smart_transfer.config.units import bucket, http_url, region
 from smart_transfer.config.units import size as parse_size
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, MAX_PEERS
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
@@ -62,19 +62,25 @@ class ServerSettings:
     port: int = setting(DEFAULT_PORT, "--port", "port to bind", parse=int, minimum=1, maximum=MAX_PORT)
     root: Path = setting(DEFAULT_ROOT, "--root", "directory of the embedded store and index", parse=Path)
     public_url: str | None = setting(
-        None, "--public-url", "URL clients reach the server at (default: http://HOST:PORT)", metavar="URL"
+        None,
+        "--public-url",
+        "URL clients reach the server at (default: http://HOST:PORT)",
+        metavar="URL",
+        parse=http_url,
     )
     s3_endpoint: str | None = setting(
         None,
         "--s3-endpoint",
         "S3 endpoint URL (default: AWS, or $AWS_ENDPOINT_URL); credentials from the AWS environment",
         metavar="URL",
+        parse=http_url,
     )
     s3_public_endpoint: str | None = setting(
         None,
         "--s3-public-endpoint",
         "S3 endpoint URL as clients reach it, for presigned URLs (default: --s3-endpoint)",
         metavar="URL",
+        parse=http_url,
     )
     s3_bucket: str | None = setting(
         None,
@@ -84,7 +90,7 @@ class ServerSettings:
         metavar="BUCKET",
     )
     s3_prefix: str = setting("", "--s3-prefix", "key prefix inside the bucket", metavar="PREFIX")
-    s3_region: str | None = setting(None, "--s3-region", "S3 region (default: the AWS environment's)")
+    s3_region: str | None = setting(None, "--s3-region", "S3 region (default: the AWS environment's)", parse=region)
     s3_max_connections: int = setting(
         DEFAULT_S3_MAX_CONNECTIONS,
         "--s3-max-connections",
@@ -334,6 +340,12 @@ class ServerSettings:
         embedded = self.embedded_store(port)
         if embedded is not None:
             return embedded
+        try:
+            return self._s3_store()
+        except ValueError as exc:  # botocore's own checks of an endpoint or a region it cannot use
+            raise SettingError(f"cannot use these S3 settings: {exc}") from None
+
+    def _s3_store(self) -> ObjectStore:
         from smart_transfer.storage.s3 import S3Store  # boto3 is slow to import: only when used
 
         assert self.s3_bucket is not None  # no embedded store means a bucket was given

@@ -78,3 +78,28 @@ def test_client_options_refuse_values_out_of_range_naming_the_option() -> None:
         ClientOptions(parallel=0)
     with pytest.raises(ValueError, match="--answer-timeout"):
         SyncClient(None, answer_timeout=-1)
+
+
+def test_a_simple_protocol_transfer_opens_one_connection_pool(
+    local_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects of the simple protocol go to the server, like its REST calls: one pool of --parallel."""
+    from smart_transfer.client.transports import simple
+    from smart_transfer.transfer import http
+
+    opened: list[int] = []
+    real = http.make_session
+
+    def counting(parallel: int, timeouts: Any = None) -> Any:
+        opened.append(parallel)
+        return real(parallel, timeouts)
+
+    monkeypatch.setattr(http, "make_session", counting)
+    monkeypatch.setattr(simple, "make_session", counting)
+    run_cli("add", "pooled", *map(str, make_files(tmp_path / "in", 4, 100)), workspace=tmp_path / "a")
+    with SyncClient(tmp_path / "a", protocol="simple", parallel=3) as client:
+        pushed = client.push("pooled", f"{local_server.url}/pooled")
+    assert (pushed.objects_transferred, opened) == (4, [3])
+    with SyncClient(tmp_path / "b", protocol="simple", parallel=3) as client:
+        pulled = client.pull(f"{local_server.url}/pooled")
+    assert (pulled.objects_transferred, opened) == (4, [3, 3])

@@ -210,7 +210,9 @@ async def move_objects(
 
     meter = beat.meter
     assert meter is not None
-    async with make_session(options.parallel, options.timeouts) as http:
+    shared = beat.channel.http_session()
+    pool = contextlib.nullcontext(shared) if shared is not None else make_session(options.parallel, options.timeouts)
+    async with pool as http:
         wire = Wire(http, asyncio.Semaphore(options.parallel))
 
         async def one(item: ObjectFile, transfer: Transfer) -> int:

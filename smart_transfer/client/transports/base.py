@@ -9,6 +9,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the HTTP stack loads when objects move
+    import aiohttp
 
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.errors import FollowUnsupported
@@ -72,6 +76,12 @@ class PushStart:
 class PullChannel(ABC):
     """One pull against one remote dataset."""
 
+    def http_session(self) -> aiohttp.ClientSession | None:
+        """The HTTP session this channel already holds to the same server, for object transfers to share
+        (the simple protocol's objects go to the server too: one pool of ``--parallel`` connections, not
+        two); None: transfers open their own (to storage)."""
+        return None
+
     @abstractmethod
     async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
         """Ask for everything after the local head (or the last common block when forced); ``announce``:
@@ -96,6 +106,12 @@ class PullChannel(ABC):
 
 class PushChannel(ABC):
     """One push to one remote dataset."""
+
+    def http_session(self) -> aiohttp.ClientSession | None:
+        """The HTTP session this channel already holds to the same server, for object transfers to share
+        (the simple protocol's objects go to the server too: one pool of ``--parallel`` connections, not
+        two); None: transfers open their own (to storage)."""
+        return None
 
     @abstractmethod
     async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:

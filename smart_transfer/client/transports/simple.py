@@ -157,6 +157,10 @@ class SimplePull(PullChannel):
     def __init__(self, rest: RestClient) -> None:
         self.rest = rest
 
+    def http_session(self) -> aiohttp.ClientSession:
+        """The REST session: object transfers share its pool (they ask the same server first)."""
+        return self.rest.http
+
     async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
         head = await self.rest.head()
         if head is None:
@@ -184,6 +188,10 @@ class SimplePush(PushChannel):
         self.parallel = parallel
         self.current: Multihash | None = None
         self.force = False
+
+    def http_session(self) -> aiohttp.ClientSession:
+        """The REST session: object transfers share its pool (they go to the same server)."""
+        return self.rest.http
 
     async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
         self.current, self.force = await self.rest.head(), force

@@ -53,17 +53,19 @@ def open_output(path: str, mode: int = 0o666) -> Iterator[IO[bytes]]:
     """A binary sink for ``path`` under the rule above; the output is complete (renamed into place, or
     flushed to the device) when the block ends without an exception. ``mode``: the permissions of a
     regular file written (before the umask; 0o600 for a file holding a secret)."""
-    if path == "-":
+    if not path.strip() or path.endswith("/"):
+        raise _not_a_target(path, "a file path is needed (not empty, not ending in /)")
+    if path == "-" or _open_descriptor(path):
+        if path != "-":  # /dev/stdout, /dev/fd/N: the descriptor this process already has (its offset too)
+            with _guarded(path), open(os.dup(_descriptor_number(path)), "wb") as sink:
+                yield sink
+                sink.flush()
+            return
         with _guarded(path):
             yield sys.stdout.buffer
             sys.stdout.buffer.flush()
         return
-    try:
-        kind: int | None = os.stat(path).st_mode  # of what a link points to (/dev/stdout's pipe too)
-    except FileNotFoundError:
-        kind = None
-    except OSError as exc:
-        raise _failure(path, exc) from None
+    kind = _kind_of(path)
     if kind is None or stat.S_ISREG(kind):
         with _replacing(path, Path(os.path.realpath(path)), mode) as sink:  # a dangling link: its target
             yield sink
@@ -76,12 +78,36 @@ def open_output(path: str, mode: int = 0o666) -> Iterator[IO[bytes]]:
         raise _not_a_target(path, "it is neither a regular file, a character device nor a FIFO")
 
 
+def _descriptor_number(path: str) -> int:
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}
+    return named[path] if path in named else int(path.rsplit("/", 1)[1])
+
+
+def _kind_of(path: str) -> int | None:
+    """The file type and mode of what ``path`` (links followed) names; None when nothing is there."""
+    try:
+        return os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _failure(path, exc) from None
+
+
+def _open_descriptor(path: str) -> bool:
+    """Whether ``path`` names a descriptor this process already has open (``/dev/stdout``, ``/dev/fd/1``):
+    written in place whatever it is, so a redirected standard output is appended to, never replaced."""
+    if path in ("/dev/stdout", "/dev/stderr"):
+        return True
+    prefix = next((p for p in ("/dev/fd/", "/proc/self/fd/") if path.startswith(p)), None)
+    return prefix is not None and path[len(prefix) :].isdigit()
+
+
 @contextlib.contextmanager
 def _guarded(path: str) -> Iterator[None]:
     try:
         yield
-    except OutputError:
-        raise
+    except (OutputError, BrokenPipeError):
+        raise  # a reader that went away (`export - | head`) is not a failed write
     except OSError as exc:
         raise _failure(path, exc) from None
 

@@ -5,6 +5,7 @@ directory), so it is a cache that makes reads O(1) round trips."""
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Iterable, Iterator
@@ -78,6 +79,8 @@ class RepositoryIndex:
                 return
             except Exception as exc:  # rocksdict raises plain Exception on lock conflicts
                 holder = lock_holder(path / "LOCK") if "lock" in str(exc).lower() else None
+                if holder is not None and holder.split()[1] == str(os.getpid()):
+                    raise RepositoryError(f"the index {path} is already open in this process") from None
                 if holder is None or time.monotonic() >= deadline:
                     raise _open_error(path, exc, holder, lock_wait) from None
             time.sleep(0.1)

@@ -121,3 +121,48 @@ def test_a_regular_file_is_replaced_whole_or_not_at_all(workspace: Path, tmp_pat
     assert bad.returncode == 1 and target.read_text() == "keep me\n"
     assert _export(workspace, str(target)).returncode == 0
     assert len(target.read_text().splitlines()) == 100 and _leftovers(tmp_path) == []
+
+
+def test_a_redirected_dev_stdout_is_appended_to_never_replaced(workspace: Path, tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text("previous\n")
+    with open(log, "a") as out:
+        result = subprocess.run(
+            [*CLI, "export", NAME, "/dev/stdout", "--format", "jsonl", "--workspace", str(workspace)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "previous" and [orjson.loads(x)["offset"] for x in lines[1:101]] == list(range(100))
+    assert lines[101].startswith(f"{NAME}: exported 100 record(s)")  # the summary follows, on the same stdout
+
+
+def test_a_reader_that_goes_away_is_not_an_error(workspace: Path) -> None:
+    export = subprocess.Popen(
+        [*CLI, "export", NAME, "-", "--format", "jsonl", "--workspace", str(workspace)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert export.stdout is not None and export.stderr is not None
+    export.stdout.readline()
+    export.stdout.close()  # as `| head -1` does
+    assert export.wait(60) == 0
+    assert export.stderr.read() == b""
+
+
+@pytest.mark.parametrize("out", ["", "newdir/"])
+def test_an_empty_path_or_one_ending_in_a_slash_is_refused_first(workspace: Path, tmp_path: Path, out: str) -> None:
+    result = subprocess.run(
+        [*CLI, "export", NAME, out, "--format", "jsonl", "--workspace", str(workspace)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "a file path is needed" in result.stderr
+    assert not (tmp_path / "newdir").exists()

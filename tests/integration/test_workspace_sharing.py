@@ -83,3 +83,17 @@ def test_a_writer_waits_for_the_index_then_names_the_process_holding_it(tmp_path
 def test_reading_commands_create_no_workspace(tmp_path: Path, command: tuple[str, ...]) -> None:
     result = run_cli(*command, workspace=tmp_path / "none")
     assert result.returncode != 0 and not (tmp_path / "none").exists()
+
+
+def test_a_second_open_in_the_same_process_fails_at_once(tmp_path: Path) -> None:
+    from smart_transfer.repo import RepositoryError
+    from smart_transfer.repo.index import RepositoryIndex
+
+    first = RepositoryIndex(tmp_path / "index")
+    try:
+        started = time.monotonic()
+        with pytest.raises(RepositoryError, match="already open in this process"):
+            RepositoryIndex(tmp_path / "index")
+        assert time.monotonic() - started < INDEX_LOCK_WAIT_SECONDS / 2
+    finally:
+        first.close()

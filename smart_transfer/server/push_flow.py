@@ -43,13 +43,12 @@ from smart_transfer.server.pull_flow import check_page
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
-from smart_transfer.storage import ObjectInfo
 from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import md5_base64_from_hex, md5_hex_from_base64
 from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.sync.attach import check_expected_head, last_common, place_push
 from smart_transfer.sync.bundle import Bundle, bundle_from_tarball
-from smart_transfer.sync.commit import ObjectKey, commit_chain, list_objects, upload_invalid, verify_uploads
+from smart_transfer.sync.commit import ObjectKey, commit_chain, uncommitted_heads, upload_invalid, verify_uploads
 from smart_transfer.sync.multipart import PartsPromise, complete, promise_of, resume_or_start
 
 T = TypeVar("T")
@@ -66,7 +65,6 @@ class PushState:
     promised_etags: dict[ObjectKey, str] = field(default_factory=dict)
     #: Multipart uploads handed out, by store key: the upload and the parts promised.
     uploads: dict[str, tuple[str, PartsPromise, ObjectRef]] = field(default_factory=dict)
-    listing: dict[str, ObjectInfo] | None = None
     #: Every object the bundle references, by kind and hash (computed once: pages look it up).
     required: dict[ObjectKey, ObjectRef] = field(default_factory=dict)
 
@@ -125,16 +123,6 @@ def _required(state: PushState, item: ObjectFile, settings: ServerSettings) -> O
     return ref
 
 
-def _stored(dataset: DatasetRepository, state: PushState, ref: ObjectRef, etag: str) -> bool:
-    """Whether the store holds the object already: committed, or uploaded by an earlier, unfinished push
-    (verified by size and the promised ETag, so not sent again)."""
-    if dataset.has_object(ref):
-        return True
-    if state.listing is None:
-        state.listing = list_objects(dataset)
-    return stored_as_promised(state.listing.get(dataset.object_key(ref)), ref.size, etag)
-
-
 def _multipart(
     dataset: DatasetRepository, state: PushState, ref: ObjectRef, promise: PartsPromise, settings: ServerSettings
 ) -> MultipartUpload:
@@ -156,19 +144,21 @@ def _negotiate(
     dataset: DatasetRepository, state: PushState, items: list[ObjectFile], settings: ServerSettings
 ) -> list[PushObjectTransfer]:
     check_parts(items)
+    refs = [_required(state, item, settings) for item in items]
+    heads = uncommitted_heads(dataset, refs)  # a key it lacks is committed
     transfers: list[PushObjectTransfer] = []
-    for item in items:
-        ref = _required(state, item, settings)
+    for item, ref in zip(items, refs, strict=True):
+        key = dataset.object_key(ref)
         promise = promise_of(item, settings.multipart_threshold, settings.part_size)
         etag = promise.etag if promise is not None else md5_hex_from_base64(item.md5 or "")
         state.promised_etags[(ref.kind, ref.physical_hash)] = etag
-        if _stored(dataset, state, ref, etag):
+        # stored already: committed, or uploaded by an earlier, unfinished push (size and promised ETag)
+        if key not in heads or stored_as_promised(heads[key], ref.size, etag):
             transfers.append(PushObjectTransfer(object_file=item, transfer=SkipUpload()))
         elif promise is not None:
             upload = _multipart(dataset, state, ref, promise, settings)
             transfers.append(PushObjectTransfer(object_file=item, transfer=upload))
         else:
-            key = dataset.object_key(ref)
             signed = dataset.store.presign_put(key, settings.url_ttl_seconds, content_md5=item.md5)
             single = HttpUpload(request=HttpRequest.presigned(signed))
             transfers.append(PushObjectTransfer(object_file=item, transfer=single))

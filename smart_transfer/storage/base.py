@@ -143,6 +143,12 @@ class ObjectStore(ABC):
     def head(self, key: str) -> ObjectInfo | None:
         """Size and ETag of an object, or None when absent."""
 
+    def head_many(self, keys: Sequence[str]) -> dict[str, ObjectInfo | None]:
+        """:meth:`head` of each key (None: absent). Stores with a remote backend ask in parallel,
+        as many at a time as their connection pool holds, so the cost grows with ``keys``, not with
+        what the store holds."""
+        return {key: self.head(key) for key in keys}
+
     def exists(self, key: str) -> bool:
         """Whether ``key`` exists."""
         return self.head(key) is not None

@@ -9,10 +9,13 @@ uploads follow S3's flow on local files (``local_uploads.py``).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from smart_transfer.storage.base import (
     DEFAULT_URL_TTL_SECONDS,
@@ -21,6 +24,7 @@ from smart_transfer.storage.base import (
     ObjectStore,
     PendingUpload,
     PresignedRequest,
+    StoreObserver,
     UploadedPart,
     check_key,
     check_prefix,
@@ -34,6 +38,38 @@ from smart_transfer.storage.local_uploads import LocalUploads
 
 #: Internal directory inside the root; keys can never name it (no key part starts with '.').
 INTERNAL_DIR = ".store"
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _observed(
+    operation: str,
+) -> Callable[[Callable[Concatenate[LocalStore, P], R]], Callable[Concatenate[LocalStore, P], R]]:
+    """Report each call of the method to the store's observer as ``operation``, named like the S3
+    call it stands for (HeadObject, ListObjectsV2, ...), so metrics and tests count both stores alike.
+    A listing counts once, however many keys it yields."""
+
+    def wrap(method: Callable[Concatenate[LocalStore, P], R]) -> Callable[Concatenate[LocalStore, P], R]:
+        @functools.wraps(method)
+        def call(self: LocalStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            observer = self._observer
+            if observer is None:
+                return method(self, *args, **kwargs)
+            started, ok = time.perf_counter(), False
+            try:
+                result = method(self, *args, **kwargs)
+                ok = True
+                return result
+            except ObjectNotFound:
+                ok = True  # an answer, as S3's 404 is
+                raise
+            finally:
+                observer(operation, time.perf_counter() - started, ok)
+
+        return call
+
+    return wrap
 
 
 class LocalStore(ObjectStore):
@@ -56,6 +92,11 @@ class LocalStore(ObjectStore):
             raise StorageUnavailable(f"cannot create store directory {self.root}: {exc.strerror}") from None
         self._etags = EtagMemory(self._internal / "etags", self.staging.temp_path)
         self.uploads = LocalUploads(self._internal / "uploads")
+        self._observer: StoreObserver | None = None
+
+    def observe(self, observer: StoreObserver) -> None:
+        """Report the calls that stand for S3 requests (reads, writes, heads, listings, deletes)."""
+        self._observer = observer
 
     def describe(self) -> str:
         return f"local directory {self.root}"
@@ -111,10 +152,12 @@ class LocalStore(ObjectStore):
 
     # -- the contract ----------------------------------------------------------------------------
 
+    @_observed("PutObject")
     def put(self, key: str, data: bytes) -> ObjectInfo:
         check_key(key)
         return self.adopt(key, self.staging.write_temp(data), hashlib.md5(data).hexdigest())
 
+    @_observed("PutObject")
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         check_key(key)
         temp = self.temp_path()
@@ -132,6 +175,7 @@ class LocalStore(ObjectStore):
             raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
         return self.adopt(key, temp, digest.hexdigest())
 
+    @_observed("GetObject")
     def get(self, key: str) -> bytes:
         try:
             return self.path_of(key).read_bytes()
@@ -140,6 +184,7 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageUnavailable(f"cannot read {key}: {exc.strerror}") from None
 
+    @_observed("GetObject")
     def stream(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         path = self.path_of(key)
         try:
@@ -161,6 +206,7 @@ class LocalStore(ObjectStore):
 
         return chunks()
 
+    @_observed("HeadObject")
     def head(self, key: str) -> ObjectInfo | None:
         path = self.path_of(key)
         try:
@@ -172,6 +218,7 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageUnavailable(f"cannot read {key}: {exc.strerror}") from None
 
+    @_observed("DeleteObject")
     def delete(self, key: str) -> None:
         try:
             self.path_of(key).unlink(missing_ok=True)
@@ -180,6 +227,7 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StorageUnavailable(f"cannot delete {key}: {exc.strerror}") from None
 
+    @_observed("ListObjectsV2")
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         check_prefix(prefix)
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
@@ -200,6 +248,7 @@ class LocalStore(ObjectStore):
             except FileNotFoundError:
                 continue
 
+    @_observed("ListObjectsV2")
     def list_children(self, prefix: str) -> Iterator[str]:
         check_prefix(prefix)
         top = self.root / prefix if prefix else self.root
@@ -209,6 +258,7 @@ class LocalStore(ObjectStore):
             return
         yield from (name for name in names if not name.startswith("."))
 
+    @_observed("PutObject")
     def create_if_absent(self, key: str, data: bytes) -> bool:
         dest = self.path_of(key)
         temp = self.staging.write_temp(data)
@@ -223,6 +273,7 @@ class LocalStore(ObjectStore):
             temp.unlink(missing_ok=True)
         return True
 
+    @_observed("GetObject")
     def read_ref(self, key: str) -> bytes | None:
         try:
             return self.path_of(key).read_bytes()

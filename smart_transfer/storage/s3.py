@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ from smart_transfer.storage.parts import DEFAULT_MULTIPART_THRESHOLD, DEFAULT_PA
 from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
 from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 
+#: How a store observer is told of the one-key listing that finds a reference's newest record.
+REF_LISTING = "ListObjectsV2.ref"
 #: Generation numbers are written inverted so the newest sorts first.
 _GENERATION_BASE = 10**19 - 1
 #: References are small objects (a hash); larger values are refused.
@@ -99,6 +102,7 @@ class S3Store(ObjectStore):
         self.endpoint_url = endpoint_url
         self.read_timeout = read_timeout
         self.attempts = attempts
+        self.max_connections = max_connections
         config = Config(
             signature_version="s3v4",  # boto3 would presign SigV2 for a custom endpoint otherwise
             s3={"addressing_style": "path"},
@@ -163,8 +167,11 @@ class S3Store(ObjectStore):
         events.register("after-call-error.s3", self._call_ended)
 
     @staticmethod
-    def _call_started(model: Any, context: dict[str, Any], **_: Any) -> None:
-        context["smart_transfer_call"] = (model.name, time.perf_counter())
+    def _call_started(model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        name = model.name
+        if name == "ListObjectsV2" and str(params.get("query_string", {}).get("prefix", "")).endswith(".gen/"):
+            name = REF_LISTING  # a reference's newest record (one key), not a listing of objects
+        context["smart_transfer_call"] = (name, time.perf_counter())
 
     def _call_ended(self, context: dict[str, Any], exception: Exception | None = None, **_: Any) -> None:
         started = context.pop("smart_transfer_call", None)
@@ -250,6 +257,13 @@ class S3Store(ObjectStore):
         except ObjectNotFound:
             return None
         return ObjectInfo(key, int(response["ContentLength"]), str(response["ETag"]).strip('"'))
+
+    def head_many(self, keys: Sequence[str]) -> dict[str, ObjectInfo | None]:
+        """HEADs in parallel on the client's connection pool (the first failure is raised)."""
+        if len(keys) <= 1:
+            return {key: self.head(key) for key in keys}
+        with ThreadPoolExecutor(max_workers=min(len(keys), self.max_connections)) as pool:
+            return dict(zip(keys, pool.map(self.head, keys), strict=True))
 
     def delete(self, key: str) -> None:
         with self._errors(key):

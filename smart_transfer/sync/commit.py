@@ -22,7 +22,6 @@ from smart_transfer.protocol.errors import (
 from smart_transfer.repo import HeadMoved
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
-from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
 from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.digest import digest_chunks
@@ -31,19 +30,15 @@ from smart_transfer.sync.bundle import check_bundle, invalid_block
 
 #: How many failing objects an UploadInvalid error lists.
 MAX_LISTED_FAILURES = 20
-#: Above this many objects to check, one listing of the store replaces one HEAD per object.
-LISTING_THRESHOLD = 20
-
 ObjectKey = tuple[ObjectKind, Multihash]
 
 
-def list_objects(dataset: DatasetRepository) -> dict[str, ObjectInfo]:
-    """One listing per kind: what the store holds for this dataset (pages of 1000 keys on S3)."""
-    listing: dict[str, ObjectInfo] = {}
-    for kind in ObjectKind:
-        for info in dataset.store.list(object_prefix(dataset.name, kind)):
-            listing[info.key] = info
-    return listing
+def uncommitted_heads(dataset: DatasetRepository, refs: Sequence[ObjectRef]) -> dict[str, ObjectInfo | None]:
+    """What the store holds under the key of each object of ``refs`` the index does not know as
+    committed (key → size and ETag, None when absent): one HEAD per such object, in parallel, and
+    never a listing, so the cost grows with the objects asked about, not with the dataset. A key
+    missing from the answer is committed."""
+    return dataset.store.head_many([dataset.object_key(ref) for ref in refs if not dataset.has_object(ref)])
 
 
 def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None) -> str | None:
@@ -70,13 +65,10 @@ def verify_uploads(
     fails). ``promised_etags``: the ETags this commit's uploads promised: the hex MD5 of an object sent
     in one PUT, the multipart ETag of its parts' MD5s for one sent in parts."""
     pending = [ref for ref in refs if not dataset.has_object(ref)]
-    if not pending:
-        return
-    listing = list_objects(dataset) if len(pending) > LISTING_THRESHOLD else None
+    heads = dataset.store.head_many([dataset.object_key(ref) for ref in pending])
     failures = []
     for ref in pending:
-        key = dataset.object_key(ref)
-        info = listing.get(key) if listing is not None else dataset.store.head(key)
+        info = heads[dataset.object_key(ref)]
         etag = promised_etags.get((ref.kind, ref.physical_hash)) or dataset.index.staged_md5(
             dataset.name, ref.kind, ref.physical_hash
         )

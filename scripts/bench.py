@@ -22,6 +22,10 @@ workspace that pulled it, announced with `pull --announce`): wall time, object G
 straight from S3) and with `pull` + `open_dataset(...).to_pandas()`: seconds and peak RSS
 (scripts/bench_sharing.py).
 
+(z) what a small change costs as a dataset grows (scripts/bench_scale.py): datasets of 1,000, 10,000 and
+100,000 objects on the local S3 and on the embedded store, a push of 25 new objects and a pull of one new
+block onto each: seconds, the server's storage requests by kind and the sessions' metadata bytes.
+
 (u) start-up: `--version`, `--help`, and process start to the first connection of `pull` and `push`
 (scripts/bench_startup.py).
 
@@ -53,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_scale import scale_case
 from bench_sharing import sharing_case
 from bench_startup import startup_case
 
@@ -760,8 +765,12 @@ def main() -> int:
     )
     parser.add_argument("--peer-clients", type=int, default=50, help="clients pulling at once in case (p)")
     parser.add_argument("--peer-objects", type=int, default=200, help="objects of 64 KiB in case (p)")
-    parser.add_argument("--cases", default="u,e,s,c,g,a,b,d,x,p,h,i", help="which cases to run, in order")
+    parser.add_argument(
+        "--scale", default="1000,10000,100000", help="dataset sizes (objects) in case (z), comma-separated"
+    )
+    parser.add_argument("--cases", default="u,e,s,c,g,a,b,d,x,p,h,z,i", help="which cases to run, in order")
     args = parser.parse_args()
+    scale_sizes = [int(n) for n in args.scale.split(",")]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="smart-transfer-bench-") as work:
         bench = Bench(Path(work), args.reps, args.small)
@@ -780,6 +789,7 @@ def main() -> int:
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
             "u": lambda: startup_case(CLI, bench.env, Path(work), bench.record),
             "h": lambda: sharing_case(CLI, bench.env, Path(work), bench.url, bench.record, bench.extra),
+            "z": lambda: scale_case(CLI, bench.env, Path(work), bench.url, bench.record, bench.extra, scale_sizes),
         }
         failed = False
         try:

@@ -40,6 +40,9 @@ class ServerSession:
         self.idle_timeout = idle_timeout
         #: Whom the session acts for (the token's subject, or the anonymous client's address).
         self.subject = "-"
+        #: Bytes of the frames received and sent (all metadata: object bytes never pass here).
+        self.bytes_received = 0
+        self.bytes_sent = 0
 
     async def accept(self) -> None:
         """Complete the handshake; a client that did not offer the subprotocol gets a typed error."""
@@ -64,12 +67,15 @@ class ServerSession:
                 self.connection.peer_closed(frame.get("code"), frame.get("reason"))
                 raise ClientGone(frame.get("code"))
             data = frame.get("bytes")
-            message = self.connection.receive(data if data is not None else frame.get("text") or "")
+            payload = data if data is not None else frame.get("text") or ""
+            self.bytes_received += len(payload)
+            message = self.connection.receive(payload)
             if message is not None:
                 return message  # type: ignore[return-value]  # the core returned one of ``types``
 
     async def send(self, message: Message | MetadataTarball) -> None:
         frame = self.connection.send(message)
+        self.bytes_sent += len(frame)
         if isinstance(frame, bytes):
             await self.websocket.send_bytes(frame)
         else:

@@ -96,6 +96,8 @@ def smart_router(state: ServerState) -> APIRouter:
             record.outcome = await _end(session, exc)
         finally:
             state.metrics.sessions.labels(flow_name, record.outcome).inc()
+            state.metrics.session_bytes.labels(flow_name, "received").inc(session.bytes_received)
+            state.metrics.session_bytes.labels(flow_name, "sent").inc(session.bytes_sent)
             log_access(
                 "session",
                 flow=record.flow,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
 from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError, Multihash, NewBlock, objects_of
@@ -230,34 +231,54 @@ def _collect_singles(
 
 
 def collect_garbage(
-    store: ObjectStore, grace_seconds: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False, repack: bool = False
+    store: ObjectStore,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    dry_run: bool = False,
+    repack: bool = False,
+    *,
+    datasets: Collection[DatasetName] | None = None,
+    progress: Callable[[DatasetName, GcReport], None] | None = None,
 ) -> GcReport:
     """Delete (or, with ``dry_run``, only list) what no chain needs and is older than ``grace_seconds``,
     and abort multipart uploads started before then; with ``repack``, write each chain as one pack
-    first (see the module docstring)."""
+    first (see the module docstring). Only ``datasets`` when given (else every dataset of the store),
+    one at a time: memory holds one dataset's chain and references, and the store's keys stream past.
+    ``progress`` is told after each dataset (the report so far)."""
     report = GcReport()
     cutoff = time.time() - grace_seconds
-    for child in list(store.list_children("")):
-        try:
-            dataset = DatasetName(child)
-        except InvalidDatasetName:
-            continue
+    names = [DatasetName(str(name)) for name in datasets] if datasets is not None else _datasets(store)
+    for dataset in names:
         report.datasets += 1
-        blocks = DatasetBlocks(store, dataset)
-        found = _read(blocks)
-        repacked = _repack(blocks, found, report, dry_run) if repack else None
-        young = _collect_blocks(blocks, found, repacked, cutoff, report, dry_run)
-        referenced = _refs_of(store, dataset, found.chain + young)
-        for kind in ObjectKind:
-            for info in list(store.list(object_prefix(dataset, kind))):
-                if info.key in referenced:
-                    report.kept += 1
-                elif info.modified > cutoff:
-                    report.too_young += 1
-                else:
-                    _delete(store, info, cutoff, report, dry_run)
-        _abort_stale_uploads(store, dataset, cutoff, report, dry_run)
+        _collect_dataset(store, dataset, cutoff, report, dry_run, repack)
+        if progress is not None:
+            progress(dataset, report)
     return report
+
+
+def _datasets(store: ObjectStore) -> Iterator[DatasetName]:
+    for child in list(store.list_children("")):
+        with contextlib.suppress(InvalidDatasetName):
+            yield DatasetName(child)
+
+
+def _collect_dataset(
+    store: ObjectStore, dataset: DatasetName, cutoff: float, report: GcReport, dry_run: bool, repack: bool
+) -> None:
+    blocks = DatasetBlocks(store, dataset)
+    found = _read(blocks)
+    repacked = _repack(blocks, found, report, dry_run) if repack else None
+    young = _collect_blocks(blocks, found, repacked, cutoff, report, dry_run)
+    referenced = _refs_of(store, dataset, found.chain + young)
+    for kind in ObjectKind:
+        # streamed: a listing page at a time (deleting a listed key does not disturb the listing)
+        for info in store.list(object_prefix(dataset, kind)):
+            if info.key in referenced:
+                report.kept += 1
+            elif info.modified > cutoff:
+                report.too_young += 1
+            else:
+                _delete(store, info, cutoff, report, dry_run)
+    _abort_stale_uploads(store, dataset, cutoff, report, dry_run)
 
 
 __all__ = ["DEFAULT_GRACE_SECONDS", "GcReport", "collect_garbage"]

@@ -37,9 +37,7 @@ class Metrics:
             "smart_transfer_requests", "REST requests answered, by method and status", ["method", "status"]
         )
         self.session_bytes = counter(
-            "smart_transfer_session_bytes",
-            "Bytes of the smart sessions' frames (metadata: messages and block tarballs), by flow and direction",
-            ["flow", "direction"],
+            "smart_transfer_session_bytes", "Bytes of smart sessions' frames (all metadata)", ["flow", "direction"]
         )
         self.urls_signed = counter("smart_transfer_urls_signed", "Presigned URLs handed out, by method", ["method"])
         self.announcements = counter(

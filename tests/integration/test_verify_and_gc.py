@@ -91,6 +91,20 @@ def test_gc_removes_only_orphans_older_than_the_grace_period(
     assert {str(k).split("/")[1] for k in mine} == {"data", "packs"}
     assert not any(str(k).startswith(f"{committed}/") for k in dry["deleted"])  # type: ignore[union-attr]
     assert remote_objects(smart_server, request, abandoned) == orphans  # dry run deleted nothing
+    # one dataset at a time: the committed one alone has nothing to delete, the abandoned one alone all of it
+    only_kept = gc("--grace", "0", "--dry-run", "--dataset", committed)
+    assert (only_kept["datasets"], only_kept["deleted"]) == (1, [])
+    only_gone = gc("--grace", "0", "--dry-run", "--dataset", abandoned)
+    assert (only_gone["datasets"], set(only_gone["deleted"])) == (1, set(mine))  # type: ignore[arg-type]
+    typo = subprocess.run(
+        [*CLI, "gc", *store_args, "--dataset", f"{dataset_name}-typo"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert typo.returncode == 1 and typo.stderr.count("\n") == 1 and "no dataset" in typo.stderr
+    bad = subprocess.run([*CLI, "gc", *store_args, "--dataset", "../x"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
     done = gc("--grace", "0")
     assert {k for k in done["deleted"] if str(k).startswith(f"{abandoned}/")} == set(mine)  # type: ignore[union-attr]
     assert remote_objects(smart_server, request, abandoned) == 0

@@ -4,13 +4,28 @@ declarations ``--help`` shows) is imported up front; the app, uvicorn, auth and 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from smart_transfer.cli.commands.common import Commands, add_parser, print_json, print_rows, serve_until_stopped
+from smart_transfer.cli.commands.common import (
+    Commands,
+    add_parser,
+    dataset_name,
+    print_json,
+    print_rows,
+    serve_until_stopped,
+)
 from smart_transfer.cli.declared import add_bounded, add_settings, settings_from
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
 from smart_transfer.config.units import duration
 from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from smart_transfer.repo.gc import GcReport
+    from smart_transfer.storage import ObjectStore
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -93,13 +108,34 @@ def run_token_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gc_progress(dataset: str, report: GcReport) -> None:
+    """One line on a terminal's stderr after each dataset (the running totals)."""
+    print(
+        f"gc: {report.datasets} dataset(s) done, the last {dataset}; {len(report.deleted)} unneeded object(s) "
+        f"so far, {report.kept} kept",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _check_datasets_exist(store: ObjectStore, names: Sequence[str]) -> None:
+    """Refuse a dataset the store holds nothing of (a typo would otherwise do nothing, silently)."""
+    for name in names:
+        if next(iter(store.list_children(f"{name}/")), None) is None:
+            raise CliError(f"no dataset {name} in {store.describe()}")
+
+
 def run_gc(args: argparse.Namespace) -> int:
     from smart_transfer.repo.gc import collect_garbage
 
     settings = settings_from(args, ServerSettings, None)
     store = settings.open_store(0)
+    progress = _gc_progress if sys.stderr.isatty() else None
     try:
-        report = collect_garbage(store, args.grace, dry_run=args.dry_run, repack=args.repack)
+        _check_datasets_exist(store, args.datasets or ())
+        report = collect_garbage(
+            store, args.grace, dry_run=args.dry_run, repack=args.repack, datasets=args.datasets, progress=progress
+        )
     finally:
         store.close()
     verb = "would delete" if args.dry_run else "deleted"
@@ -234,6 +270,14 @@ def register(commands: Commands) -> None:
             metavar="DURATION",
         )
         parser.add_argument("--dry-run", action="store_true", help="only list what would be written and deleted")
+        parser.add_argument(
+            "--dataset",
+            dest="datasets",
+            action="append",
+            type=dataset_name,
+            metavar="NAME",
+            help="only this dataset (repeat for more; default: every dataset of the store, one at a time)",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON report")
         add_settings(parser, ServerSettings, None, only=STORE_SETTINGS)
         parser.set_defaults(handler=run_gc, repack=is_repack)

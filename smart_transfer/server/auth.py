@@ -9,6 +9,7 @@ prints the secret once; the file never holds a usable secret. A write grant impl
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import fnmatch
 import hashlib
 import hmac
@@ -16,6 +17,8 @@ import logging
 import os
 import secrets
 import stat
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -28,6 +31,8 @@ from smart_transfer.protocol import bearer_token
 TOKEN_BYTES = 32
 #: What every generated token starts with.
 TOKEN_PREFIX = "st_"
+#: How long ``token add``/``revoke`` waits for another one changing the same tokens file.
+TOKENS_LOCK_WAIT_SECONDS = 10.0
 log = logging.getLogger("smart_transfer.server.auth")
 
 
@@ -189,6 +194,32 @@ def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) ->
             temp.unlink()
 
 
+@contextlib.contextmanager
+def _changing(path: Path) -> Iterator[None]:
+    """Hold the tokens file's lock (an OS lock on a hidden file beside it) while it is read, changed
+    and replaced, so two commands changing it at once both keep their change; waits at most
+    TOKENS_LOCK_WAIT_SECONDS for the other."""
+    target = Path(os.path.realpath(path))
+    try:
+        lock = open(target.with_name(f".{target.name}.lock"), "a+b")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise TokensFileError(f"cannot lock tokens file {path}: {exc.strerror or exc}") from None
+    with lock:
+        deadline = time.monotonic() + TOKENS_LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TokensFileError(
+                        f"tokens file {path} is being changed by another command for over "
+                        f"{TOKENS_LOCK_WAIT_SECONDS:g} s"
+                    ) from None
+                time.sleep(0.02)
+        yield
+
+
 def new_token() -> str:
     """A new secret. Its prefix names the product: never an argument that starts with "-" (which
     `--token VALUE` would read as an option), and recognisable where a secret scanner looks for leaks."""
@@ -199,17 +230,21 @@ def add_token(path: Path, subject: str, read: list[str], write: list[str], token
     """Append a token (``token``, or a new one) to the tokens file (creating it, mode 0600); returns the
     secret."""
     token = token or new_token()
-    document = _read_document(path) if path.exists() else {"tokens": []}
-    document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
-    _write_document(path, document)
+    _regular(path)
+    with _changing(path):
+        document = _read_document(path) if path.exists() else {"tokens": []}
+        document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
+        _write_document(path, document)
     return token
 
 
 def revoke_tokens(path: Path, subject: str) -> int:
     """Remove every token of ``subject`` from the tokens file; returns how many there were."""
-    document = _read_document(path)
-    kept = [entry for entry in document["tokens"] if entry.get("subject") != subject]
-    removed = len(document["tokens"]) - len(kept)
-    if removed:
-        _write_document(path, {**document, "tokens": kept})
+    _regular(path)
+    with _changing(path):
+        document = _read_document(path)
+        kept = [entry for entry in document["tokens"] if entry.get("subject") != subject]
+        removed = len(document["tokens"]) - len(kept)
+        if removed:
+            _write_document(path, {**document, "tokens": kept})
     return removed

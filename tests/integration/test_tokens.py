@@ -68,3 +68,21 @@ def test_a_running_server_follows_its_tokens_file(server_factory: Any, tmp_path:
     one_line_error(run_cli("pull", url, "--token", alice, workspace=b), 3, "unknown token")
     tokens.write_bytes(good)
     summary(run_cli("pull", url, "--token", alice, "--json", workspace=b))
+
+
+def test_commands_changing_one_tokens_file_at_once_all_keep_their_change(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    token(tokens, "keep", "--read", "*")
+    adding = [
+        subprocess.Popen(
+            [*CLI, "token", "add", "--subject", f"user-{i}", "--tokens", str(tokens), "--read", "*"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(16)
+    ]
+    revoking = subprocess.Popen([*CLI, "token", "revoke", "keep", "--tokens", str(tokens)], stdout=subprocess.DEVNULL)
+    assert [p.wait(120) for p in adding] == [0] * 16 and revoking.wait(120) == 0
+    subjects = {e["subject"] for e in orjson.loads(tokens.read_bytes())["tokens"]}
+    assert subjects == {f"user-{i}" for i in range(16)}  # every add kept, the revoke too

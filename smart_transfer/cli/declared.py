@@ -96,7 +96,7 @@ def settings_from(
             env = environment_name(env_prefix, declared) if env_prefix and declared.from_environment else None
             if given is not None:
                 values[name] = given
-            elif env and env in environ:
+            elif env and environ.get(env, "").strip():  # an empty variable is unset (`VAR= cmd` clears it)
                 values[name] = _from_environment(declared, env, environ[env])
         return settings_class(**{**values, **fixed})
     except (SettingError, ValueError) as exc:

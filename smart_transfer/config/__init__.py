@@ -59,6 +59,10 @@ class Declared:
             return
         if self.choices and value not in self.choices:
             raise SettingError(f"{self.flag} must be {self.range_text()}, not {value!r}")
+        numeric = self.minimum is not None or self.maximum is not None
+        if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
+            # the command line parses its text; an SDK caller may pass "8" where 8 is meant
+            raise SettingError(f"{self.flag} must be a number ({self.range_text()}), not {value!r}")
         if isinstance(value, int | float) and not isinstance(value, bool) and not self._within(value):
             raise SettingError(f"{self.flag} must be {self.range_text()}, not {_number(value)}")
 

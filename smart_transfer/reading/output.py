@@ -67,7 +67,9 @@ def open_output(path: str, mode: int = 0o666) -> Iterator[IO[bytes]]:
         return
     kind = _kind_of(path)
     if kind is None or stat.S_ISREG(kind):
-        with _replacing(path, Path(os.path.realpath(path)), mode) as sink:  # a dangling link: its target
+        # a replaced file keeps its permissions (never wider than ``mode``: a secret stays private)
+        kept = stat.S_IMODE(kind) & mode if kind is not None else None
+        with _replacing(path, Path(os.path.realpath(path)), mode, kept) as sink:  # a dangling link: its target
             yield sink
     elif stat.S_ISCHR(kind) or stat.S_ISFIFO(kind):
         with _in_place(path, fifo=stat.S_ISFIFO(kind)) as sink:
@@ -113,7 +115,7 @@ def _guarded(path: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _replacing(path: str, target: Path, mode: int) -> Iterator[IO[bytes]]:
+def _replacing(path: str, target: Path, mode: int, kept: int | None) -> Iterator[IO[bytes]]:
     if not target.parent.is_dir():
         raise _not_a_target(path, f"no such directory {target.parent}")
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
@@ -123,6 +125,8 @@ def _replacing(path: str, target: Path, mode: int) -> Iterator[IO[bytes]]:
         raise _refusal(path, f"cannot create a file in {target.parent} ({exc.strerror or exc})") from None
     try:
         with _guarded(path), created as sink:
+            if kept is not None:
+                os.fchmod(sink.fileno(), kept)
             yield sink
             sink.flush()
             os.fsync(sink.fileno())

@@ -119,8 +119,10 @@ def test_a_regular_file_is_replaced_whole_or_not_at_all(workspace: Path, tmp_pat
     target.write_text("keep me\n")
     bad = _export(workspace, str(target), "--offsets", "500-600")  # not within the dataset: refused first
     assert bad.returncode == 1 and target.read_text() == "keep me\n"
+    target.chmod(0o640)
     assert _export(workspace, str(target)).returncode == 0
     assert len(target.read_text().splitlines()) == 100 and _leftovers(tmp_path) == []
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the replaced file keeps its permissions
 
 
 def test_a_redirected_dev_stdout_is_appended_to_never_replaced(workspace: Path, tmp_path: Path) -> None:

@@ -122,10 +122,11 @@ class RepositoryIndex:
         """The sequence entries ``first_seq..last_seq`` of the indexed chain, in order (one scan, not
         a lookup per block), each split into hash, next offset and (recorded since packs) the block."""
         expected = first_seq
+        prefix = _key(dataset, "s")
         if first_seq <= last_seq:
-            for key, value in self._db.items(from_key=_key(dataset, "s", _SEQ.pack(first_seq))):
+            for key, value in self._db.items(from_key=prefix + _SEQ.pack(first_seq)):
                 assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
-                if key != _key(dataset, "s", _SEQ.pack(expected)):
+                if key != prefix + _SEQ.pack(expected):
                     break
                 yield value.split(b" ", 2)
                 if expected == last_seq:

@@ -61,6 +61,12 @@ def decode_block(data: bytes) -> MetadataBlock:
     fast = fast_add_data(data)
     if fast is not None:  # the commonest block, checked in one pass over its bytes (see fastblock.py)
         return MetadataBlock(*fast, _encoded=data)
+    return decode_block_fully(data)
+
+
+def decode_block_fully(data: bytes) -> MetadataBlock:
+    """Decode block bytes (at most MAX_BLOCK_BYTES) through the JSON parser and the typed readers:
+    the decoder that decides every block the fast path does not take."""
     obj = load_object(data)
     require_keys(obj, "block", _BLOCK_KEYS)
     prev = get_hash(obj, "prev_block_hash", "block") if obj["prev_block_hash"] is not None else None

@@ -522,7 +522,7 @@ class Bench:
                 "pull", f"{self.url}/chain", "--json", "--workspace", str(self.work / f"chain-{rep}")
             )
             assert summary["blocks"] == blocks, summary
-            self.record("d 100k-block pull", "smart pull", seconds)
+            self.record("d 100k-block pull" if blocks == 100_000 else f"d {blocks:,}-block pull", "smart pull", seconds)
 
     def presigning(self, count: int) -> None:
         print(f"case e: {count} presigned URLs", flush=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from websockets.sync.server import Server, ServerConnection, serve
+from websockets.typing import Subprotocol
 
 #: Runs of each command; the median is reported.
 RUNS = 10
@@ -54,7 +55,7 @@ class FirstMessage:
     def __init__(self) -> None:
         self.arrived: list[float] = []
         self.server: Server = serve(
-            self._handle, "127.0.0.1", 0, subprotocols=[_subprotocol()], compression=None  # type: ignore[list-item]
+            self._handle, "127.0.0.1", 0, subprotocols=[Subprotocol(_subprotocol())], compression=None
         )
         self.port = self.server.socket.getsockname()[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -53,14 +53,14 @@ def encode(message: SessionMessage) -> str | bytes:
     return orjson.dumps(message.model_dump(mode="json")).decode()
 
 
-def _tag(frame: str) -> str | None:
-    """The ``type`` tag of a JSON object frame (None: not one, or no text tag)."""
+def _tag(frame: str) -> str:
+    """The ``type`` tag of a JSON object frame ("": not one, or no text tag)."""
     try:
         value = orjson.loads(frame)
     except orjson.JSONDecodeError:
-        return None
+        return ""
     tag = value.get("type") if isinstance(value, dict) else None
-    return tag if isinstance(tag, str) else None
+    return tag if isinstance(tag, str) else ""
 
 
 def decode(frame: str | bytes) -> SessionMessage:

@@ -74,10 +74,15 @@ def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
 
 
 def bundle_from_tarball(
-    data: bytes, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES, max_blocks: int = DEFAULT_MAX_BLOCKS
+    data: bytes,
+    max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    *,
+    keep: bool = False,
 ) -> Bundle:
-    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks."""
-    with collector_paused():
+    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks. ``keep``: the
+    caller keeps the bundle for a while and thaws it after (``model.bulk.collector_paused``)."""
+    with collector_paused(keep=keep):
         unpacked = unpack_blocks(data, max_blocks, max_expanded_bytes)
         bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
     bundle.pack = unpacked.pack

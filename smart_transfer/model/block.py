@@ -11,6 +11,7 @@ import orjson
 from smart_transfer.model.encoding import canonical_bytes, is_canonical, load_object
 from smart_transfer.model.errors import InvalidBlock
 from smart_transfer.model.events import Event, check_timestamp, event_from_dict
+from smart_transfer.model.fastblock import fast_add_data
 from smart_transfer.model.fields import get_hash, get_int, get_object, get_str, require_keys
 from smart_transfer.model.multihash import SHA2_256, Multihash
 
@@ -57,6 +58,15 @@ def decode_block(data: bytes) -> MetadataBlock:
     """Decode block bytes; raises InvalidBlock for anything malformed."""
     if len(data) > MAX_BLOCK_BYTES:
         raise InvalidBlock(f"block of {len(data)} bytes exceeds the {MAX_BLOCK_BYTES}-byte limit")
+    fast = fast_add_data(data)
+    if fast is not None:  # the commonest block, checked in one pass over its bytes (see fastblock.py)
+        return MetadataBlock(*fast, _encoded=data)
+    return decode_block_fully(data)
+
+
+def decode_block_fully(data: bytes) -> MetadataBlock:
+    """Decode block bytes (at most MAX_BLOCK_BYTES) through the JSON parser and the typed readers:
+    the decoder that decides every block the fast path does not take."""
     obj = load_object(data)
     require_keys(obj, "block", _BLOCK_KEYS)
     prev = get_hash(obj, "prev_block_hash", "block") if obj["prev_block_hash"] is not None else None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.model.errors import InvalidBlock, InvalidMultihash
-from smart_transfer.model.multihash import BINARY_LENGTH, Multihash
+from smart_transfer.model.multihash import BINARY_LENGTH, SHA2_256, SHA3_256, Multihash
 
 PACK_MAGIC = b"STPACK1\n"
 _COUNT = struct.Struct(">I")
@@ -31,6 +31,8 @@ _ENTRY = struct.Struct(f">{BINARY_LENGTH}sI")
 PREAMBLE_BYTES = len(PACK_MAGIC) + _COUNT.size
 #: Bytes of one index entry.
 ENTRY_BYTES = _ENTRY.size
+#: The first two bytes of every supported binary multihash (code, then digest length 32).
+_SUPPORTED_PREFIXES = frozenset({bytes((SHA2_256, 32)), bytes((SHA3_256, 32))})
 #: Most blocks one pack may hold (the longest chain a walk follows).
 MAX_PACK_BLOCKS = 10_000_000
 
@@ -71,20 +73,33 @@ def read_count(preamble: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> int:
     return int(count)
 
 
-def _entries(header: bytes, max_blocks: int) -> Iterator[tuple[Multihash, int]]:
-    """The (address, size) of each block from a pack's header, checked: the header is whole, every
-    address a supported multihash, every size within the block limit."""
+def _raw_entries(header: bytes, max_blocks: int) -> Iterator[tuple[bytes, int]]:
+    """The (binary address, size) of each block from a pack's header, checked: the header is whole,
+    every address a supported multihash, every size within the block limit."""
     count = read_count(header, max_blocks)
     end = header_size(count)
     if len(header) < end:
         raise InvalidBlock(f"pack header is cut short ({len(header)} of {end} bytes)")
+    for raw, size in _ENTRY.iter_unpack(memoryview(header)[PREAMBLE_BYTES:end]):
+        if size > MAX_BLOCK_BYTES:
+            raise InvalidBlock(f"pack entry of {size} bytes exceeds the {MAX_BLOCK_BYTES}-byte block limit")
+        if raw[:2] not in _SUPPORTED_PREFIXES:  # the usual case checked here, the rest by Multihash
+            _address(raw)
+        yield raw, size
+
+
+def _address(raw: bytes) -> Multihash:
+    """The multihash of a binary address from a pack's index; InvalidBlock when it is not one."""
     try:
-        for raw, size in _ENTRY.iter_unpack(memoryview(header)[PREAMBLE_BYTES:end]):
-            if size > MAX_BLOCK_BYTES:
-                raise InvalidBlock(f"pack entry of {size} bytes exceeds the {MAX_BLOCK_BYTES}-byte block limit")
-            yield Multihash.from_bytes(raw), size
+        return Multihash.from_bytes(raw)
     except InvalidMultihash as exc:
         raise InvalidBlock(f"pack index: {exc}") from None
+
+
+def _entries(header: bytes, max_blocks: int) -> Iterator[tuple[Multihash, int]]:
+    """The (address, size) of each block from a pack's header, checked (see ``_raw_entries``)."""
+    for raw, size in _raw_entries(header, max_blocks):
+        yield Multihash(raw[0], raw[2:]), size
 
 
 def read_index(header: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[PackEntry]:
@@ -102,18 +117,19 @@ def decode_pack(data: bytes, max_blocks: int = MAX_PACK_BLOCKS) -> list[tuple[Mu
     """The blocks of a pack (address and bytes, in pack order), each checked against its address;
     InvalidBlock when the pack is malformed, truncated, has trailing bytes, holds a block twice or a
     block does not match."""
-    entries = list(_entries(data, max_blocks))
+    entries = list(_raw_entries(data, max_blocks))
     offset = header_size(len(entries))
     described = offset + sum(size for _, size in entries)
     if described != len(data):
         raise InvalidBlock(f"pack is {len(data)} bytes; its index describes {described}")
     blocks = []
-    seen: set[Multihash] = set()
-    for address, size in entries:
+    seen: set[bytes] = set()  # binary addresses, not Multihash objects: cheaper over 100,000 blocks
+    for raw, size in entries:
         content = data[offset : offset + size]
-        if address in seen:  # a chain has each block once; repeats would only cost the reader
+        address = Multihash(raw[0], raw[2:])
+        if raw in seen:  # a chain has each block once; repeats would only cost the reader
             raise InvalidBlock(f"block {address} is in the pack twice")
-        seen.add(address)
+        seen.add(raw)
         if not address.matches(content):
             raise InvalidBlock(f"block {address} in the pack does not match its hash")
         blocks.append((address, content))

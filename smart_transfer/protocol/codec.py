@@ -4,6 +4,7 @@ it knows are those of the transition tables (``flows.MESSAGES``), so a new one i
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, overload
 
 import orjson
@@ -28,7 +29,15 @@ def _tagged_union(models: list[type[Message]]) -> Any:
 #: The JSON messages: every message of the tables but the binary one.
 JSON_MESSAGES = [kind for kind in MESSAGES if issubclass(kind, Message)]
 AnyMessage = _tagged_union(JSON_MESSAGES)
-_ADAPTER: TypeAdapter[Message] = TypeAdapter(AnyMessage)
+#: Each JSON message by its ``type`` tag.
+_BY_TAG: dict[str, type[Message]] = {kind.model_fields["type"].default: kind for kind in JSON_MESSAGES}
+
+
+@cache
+def _adapter() -> TypeAdapter[Message]:
+    """The validator of the whole tagged union, built on first use: it words the errors of frames
+    that fail (building it at import cost every command start-up ~25 ms; see ``decode``)."""
+    return TypeAdapter(AnyMessage)
 
 
 @overload
@@ -44,14 +53,32 @@ def encode(message: SessionMessage) -> str | bytes:
     return orjson.dumps(message.model_dump(mode="json")).decode()
 
 
+def _tag(frame: str) -> str:
+    """The ``type`` tag of a JSON object frame ("": not one, or no text tag)."""
+    try:
+        value = orjson.loads(frame)
+    except orjson.JSONDecodeError:
+        return ""
+    tag = value.get("type") if isinstance(value, dict) else None
+    return tag if isinstance(tag, str) else ""
+
+
 def decode(frame: str | bytes) -> SessionMessage:
     """The message of one frame: a binary frame is the tarball (checked where it is opened); a text
     frame is parsed and validated strictly (no silent type coercion, no unknown fields). Size limits
     are the Connection's."""
     if isinstance(frame, bytes):
         return MetadataTarball(frame)
+    # the model its tag names validates it (what the union would pick), built only when first used;
+    # anything that fails is validated again by the union, so errors read the same whatever the path
+    model = _BY_TAG.get(_tag(frame))
+    if model is not None:
+        try:
+            return model.model_validate_json(frame)
+        except ValidationError:
+            pass
     try:
-        return _ADAPTER.validate_json(frame)
+        return _adapter().validate_json(frame)
     except ValidationError as exc:
         first = exc.errors()[0]
         if first.get("type") == "json_invalid":

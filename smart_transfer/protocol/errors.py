@@ -131,7 +131,8 @@ SERVER_FAULTS = frozenset({ErrorCode.INTERNAL, ErrorCode.STORAGE_UNAVAILABLE})
 class Details(BaseModel):
     """Base of the typed ``details`` of an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: defer_build: built on first use (most processes never build most of them; see messages.py).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class NoDetails(Details):

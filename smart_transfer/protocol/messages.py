@@ -35,7 +35,11 @@ def _type_is_required(schema: dict[str, Any]) -> None:
 class Message(BaseModel):
     """Base of all messages: strict, frozen, unknown fields refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, json_schema_extra=_type_is_required)
+    #: defer_build: a model's validator is built when it is first used, not when the module loads, so a
+    #: command pays only for the messages its flow sends and receives (start-up time).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, json_schema_extra=_type_is_required, defer_build=True
+    )
 
 
 def _check_hash(value: str | None) -> str | None:

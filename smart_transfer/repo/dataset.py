@@ -23,6 +23,7 @@ from smart_transfer.model import (
     validate_extension,
 )
 from smart_transfer.model.block import block_sequence, utc_now
+from smart_transfer.model.bulk import collector_paused
 from smart_transfer.model.events import Event, Seed
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.model.walk import walk_chain
@@ -179,7 +180,8 @@ class DatasetRepository:
         objects = [(ref.kind, ref.physical_hash, ref.size) for ref in self._objects_of(blocks, manifests)]
         if old_tip is not None and (base is None or base.sequence_number < old_tip.sequence_number):
             self._forget_replaced(old_tip, base)
-        self.index.advance(self.name, old_tip, new_tip, _sequence_entries(base, blocks), objects)
+        with collector_paused():  # an entry per block, all alive until written: see model/bulk.py
+            self.index.advance(self.name, old_tip, new_tip, _sequence_entries(base, blocks), objects)
         return new_tip
 
     def _validated(self, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
@@ -344,8 +346,9 @@ class DatasetRepository:
         (again, on a re-run: the same bytes under the same address), so gc never took it first."""
         if not blocks:
             return
-        stored = self.blocks.write([] if pack is not None else [(b.hash, b.data) for b in blocks], pack)
-        self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks), stored.address)
+        with collector_paused():  # see model/bulk.py
+            stored = self.blocks.write([] if pack is not None else [(b.hash, b.data) for b in blocks], pack)
+            self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks), stored.address)
 
     def append(self, events: Iterable[Event], dataset_id: str | None = None) -> ChainTip:
         """Append blocks for ``events`` on top of the current head (creating the dataset with a Seed

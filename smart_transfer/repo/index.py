@@ -122,10 +122,11 @@ class RepositoryIndex:
         """The sequence entries ``first_seq..last_seq`` of the indexed chain, in order (one scan, not
         a lookup per block), each split into hash, next offset and (recorded since packs) the block."""
         expected = first_seq
+        prefix = _key(dataset, "s")
         if first_seq <= last_seq:
-            for key, value in self._db.items(from_key=_key(dataset, "s", _SEQ.pack(first_seq))):
+            for key, value in self._db.items(from_key=prefix + _SEQ.pack(first_seq)):
                 assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
-                if key != _key(dataset, "s", _SEQ.pack(expected)):
+                if key != prefix + _SEQ.pack(expected):
                     break
                 yield value.split(b" ", 2)
                 if expected == last_seq:
@@ -174,8 +175,9 @@ class RepositoryIndex:
         """Cache block bytes by hash (content-addressed: valid whether or not they are on the chain);
         with ``pack``, remember too that every block of that pack is cached (one batch)."""
         batch = WriteBatch(raw_mode=True)
+        prefix = _key(dataset, "b")  # once, not per block: this runs over every block of a long pull
         for block_hash, data in blocks:
-            batch.put(_key(dataset, "b", str(block_hash).encode()), data)
+            batch.put(prefix + str(block_hash).encode(), data)
         if pack is not None:
             batch.put(_key(dataset, "p", str(pack).encode()), b"")
         self._db.write(batch)
@@ -195,8 +197,9 @@ class RepositoryIndex:
         """Atomically record a new tip: sequence entries ``(seq, hash, next_offset, block bytes)`` for
         the new blocks, the objects they reference, and drop entries beyond the new tip (after a rewrite)."""
         batch = WriteBatch(raw_mode=True)
+        prefix = _key(dataset, "s")
         for seq, block_hash, next_offset, data in entries:
-            batch.put(_key(dataset, "s", _SEQ.pack(seq)), f"{block_hash} {next_offset} ".encode() + data)
+            batch.put(prefix + _SEQ.pack(seq), f"{block_hash} {next_offset} ".encode() + data)
         if old_tip is not None:
             for seq in range(new_tip.sequence_number + 1, old_tip.sequence_number + 1):
                 batch.delete(_key(dataset, "s", _SEQ.pack(seq)))

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of
+from smart_transfer.model.bulk import collector_paused
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
 from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
@@ -73,10 +74,16 @@ def decode_blocks(entries: Iterable[tuple[Multihash, bytes]]) -> list[NewBlock]:
 
 
 def bundle_from_tarball(
-    data: bytes, max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES, max_blocks: int = DEFAULT_MAX_BLOCKS
+    data: bytes,
+    max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    *,
+    keep: bool = False,
 ) -> Bundle:
-    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks."""
-    unpacked = unpack_blocks(data, max_blocks, max_expanded_bytes)
-    bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
+    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks. ``keep``: the
+    caller keeps the bundle for a while and thaws it after (``model.bulk.collector_paused``)."""
+    with collector_paused(keep=keep):
+        unpacked = unpack_blocks(data, max_blocks, max_expanded_bytes)
+        bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
     bundle.pack = unpacked.pack
     return bundle

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smart_transfer.model import ChainTip, Multihash, ObjectRef, committed_refs
+from smart_transfer.model.bulk import collector_paused
 from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, InvalidIntervalDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
@@ -64,7 +65,8 @@ def plan_pull(
             InvalidIntervalDetails(remote_head=str(tip.head)),
         )
     plan = PullPlan(target, start.head if start is not None else None)
-    plan.blocks = list(dataset.blocks_after(target, plan.begin_after))
+    with collector_paused():  # 100,000 (hash, bytes) pairs kept alive: see model/bulk.py
+        plan.blocks = list(dataset.blocks_after(target, plan.begin_after))
     refs = committed_refs(data for _, data in plan.blocks)
     manifests = dataset.manifests_of(refs)
     plan.objects = with_files(refs, manifests)  # each checkpoint's files travel as objects too

@@ -86,7 +86,8 @@ class SmartPull(PullChannel):
         bundle = Bundle()
         if answer.transfer_plan.num_blocks > 0:
             try:
-                bundle = bundle_from_tarball(await self._metadata())
+                # kept out of the collector's walks until the pull flow is done with it (model/bulk.py)
+                bundle = bundle_from_tarball(await self._metadata(), keep=True)
             except ProtocolError as exc:
                 raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
         begin_after = Multihash.parse(answer.begin_after) if answer.begin_after else None

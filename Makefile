@@ -67,6 +67,8 @@ typecheck: install
 # protocol on a private local S3. BENCH_ARGS picks cases, e.g. BENCH_ARGS="--cases s,g".
 bench: install
 	bash scripts/bench-peers.sh install
+	@# compiled bytecode, as an installed package has (this machine sets PYTHONDONTWRITEBYTECODE)
+	$(BIN)/python -m compileall -q smart_transfer
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # The whole story on the embedded server: Spark ingest, push, pull, ingest more, sync back.

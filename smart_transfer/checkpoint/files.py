@@ -10,7 +10,7 @@ from pathlib import Path
 from rocksdict import AccessType, Checkpoint, Options, Rdict
 
 from smart_transfer.model import ObjectRef
-from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, is_immutable
+from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, build_manifest, is_immutable
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.digest import digest_file
@@ -33,7 +33,7 @@ def describe(directory: Path) -> CheckpointManifest:
             raise CheckpointError(f"unexpected entry in checkpoint: {path.name}")
         digest = digest_file(path)
         files.append(CheckpointFile(path.name, digest.multihash, digest.size, is_immutable(path.name)))
-    return CheckpointManifest(tuple(files))
+    return build_manifest(files)
 
 
 def file_ref(item: CheckpointFile) -> ObjectRef:
@@ -41,8 +41,9 @@ def file_ref(item: CheckpointFile) -> ObjectRef:
 
 
 def store_checkpoint(dataset: DatasetRepository, directory: Path) -> tuple[CheckpointManifest, int, int]:
-    """Store every file not already stored, then the manifest. Returns the manifest and how many
-    files and bytes were new (files shared with earlier checkpoints are stored once)."""
+    """Store every file not already stored, then the manifest's pages not already stored, its root
+    last. Returns the manifest and how many files and bytes were new (files and pages shared with
+    earlier checkpoints are stored once)."""
     manifest = describe(directory)
     new_files = new_bytes = 0
     for item in manifest.files:
@@ -51,9 +52,17 @@ def store_checkpoint(dataset: DatasetRepository, directory: Path) -> tuple[Check
             dataset.store.put_file(dataset.object_key(ref), directory / item.name)
             new_files += 1
             new_bytes += item.size
-    data = manifest.encode()
-    dataset.store.put(dataset.object_key(ObjectRef(ObjectKind.CHECKPOINT, manifest.hash(), len(data))), data)
+    store_manifest(dataset, manifest)
     return manifest, new_files, new_bytes
+
+
+def store_manifest(dataset: DatasetRepository, manifest: CheckpointManifest) -> None:
+    """Write the pages of ``manifest`` the store lacks, leaves first and the root last (a reader that
+    finds the root finds every page under it)."""
+    for page_hash, data in reversed(manifest.all_pages()):
+        ref = ObjectRef(ObjectKind.CHECKPOINT, page_hash, len(data))
+        if page_hash == manifest.hash() or dataset.objects_missing([ref]):
+            dataset.store.put(dataset.object_key(ref), data)
 
 
 def restore(dataset: DatasetRepository, manifest: CheckpointManifest, destination: Path) -> None:

@@ -267,9 +267,16 @@ class DatasetRepository:
         if not ref.physical_hash.matches(data):
             raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash} does not match its hash")
         try:
-            return decode_manifest(data)
+            return decode_manifest(data, self.page_source)
         except ModelError as exc:
             raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash}: {exc}") from None
+
+    def page_source(self, page: Multihash) -> bytes | None:
+        """A stored page of a paged checkpoint manifest (checked against its hash later), or None."""
+        try:
+            return self.store.get(object_key(self.name, ObjectKind.CHECKPOINT, page))
+        except ObjectNotFound:
+            return None
 
     def manifests_of(self, refs: Iterable[ObjectRef]) -> dict[Multihash, CheckpointManifest]:
         """The manifest of every checkpoint among ``refs`` (from the store)."""

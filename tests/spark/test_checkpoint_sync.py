@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from smart_transfer.checkpoint.files import open_checkpoint
+from smart_transfer.checkpoint.files import describe, open_checkpoint
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.client import SyncClient
 from smart_transfer.ingest import ingest
@@ -29,6 +29,11 @@ def files_in(workspace: Workspace, name: str) -> int:
     return len(list(CheckpointSlot(workspace.root, name).current.iterdir()))
 
 
+def pages_in(workspace: Workspace, name: str) -> int:
+    """The manifest objects (root and pages) of the installed checkpoint."""
+    return len(describe(CheckpointSlot(workspace.root, name).current).all_pages())
+
+
 def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
     spark: Any, smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -40,7 +45,8 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
         assert load_state(CheckpointSlot(a.root, dataset_name).current).depth == 9  # 512 buckets
         with SyncClient(a) as client:
             pushed = client.push(dataset_name, url)
-        assert pushed.objects_transferred == 2 + first.checkpoint_files_stored  # slice + manifest + files
+        # the slice, the manifest's pages (root included) and the files
+        assert pushed.objects_transferred == 1 + first.checkpoint_pages_stored + first.checkpoint_files_stored
 
         changed = [(str(i), "changed", "0") for i in range(0, SYNC_ROWS, SYNC_ROWS // 10)]  # 10 rows all over
         second = ingest(
@@ -49,9 +55,10 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
         assert second.rows_added == 10
         with SyncClient(a) as client:
             incremental = client.push(dataset_name, url)
-        # only the new slice, the new manifest and the rewritten buckets' files moved
-        assert incremental.objects_transferred == 2 + second.checkpoint_files_stored
-        assert incremental.objects_skipped == files_in(a, dataset_name) - second.checkpoint_files_stored
+        # only the new slice, the new manifest pages and the rewritten buckets' files moved
+        assert incremental.objects_transferred == 1 + second.checkpoint_pages_stored + second.checkpoint_files_stored
+        unchanged = files_in(a, dataset_name) - second.checkpoint_files_stored
+        assert incremental.objects_skipped == unchanged + pages_in(a, dataset_name) - second.checkpoint_pages_stored
         assert second.checkpoint_files_stored <= 2 * 10 + 8  # <= 10 buckets x 2 files, + RocksDB's small files
         assert incremental.bytes_transferred < 0.05 * pushed.bytes_transferred
 
@@ -73,7 +80,8 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
             client.push(dataset_name, url)
         with SyncClient(b) as client:
             again = client.pull(url)
-        assert again.objects_transferred == 2 + third.checkpoint_files_stored  # the pull is incremental too
+        # the pull is incremental too
+        assert again.objects_transferred == 1 + third.checkpoint_pages_stored + third.checkpoint_files_stored
 
 
 def test_round_trip_across_two_workspaces(

@@ -154,7 +154,7 @@ def test_malformed_trees_give_one_clear_error() -> None:
         decode_manifest(*_with_page(manifest, 0, same_level))
 
     recount = Page(0, files=leaf.files[:-1]).encode()  # a leaf that drops a file its parent counts
-    with pytest.raises(InvalidBlock, match="does not match its hash and size|does not hold the files"):
+    with pytest.raises(InvalidBlock, match="does not hold the files its parent counts"):
         decode_manifest(*_with_page(manifest, 0, recount))
 
     moved = list(manifest.files)  # valid pages, but not split where the format splits them

@@ -98,8 +98,10 @@ def _tarball_message() -> dict[str, Any]:
         "name": TARBALL,
         "title": "Metadata tarball (binary frame)",
         "summary": "One gzip tar in a binary WebSocket frame: first one 'pack-{pack hash}' entry, a block pack "
-        "(x-pack) holding the blocks oldest first; then one 'manifest-{hash}' entry per checkpoint manifest the "
-        "blocks reference, so both sides know every checkpoint file before objects are negotiated.",
+        "(x-pack) holding the blocks oldest first; then one 'manifest-{hash}' entry per checkpoint manifest object the "
+        "blocks reference (a format-1 manifest, or the pages of a paged one) that the receiver does not hold: the "
+        "sender leaves out the pages of the last checkpoint at or before the common block, which the receiver "
+        "reads from its own store, so both sides know every checkpoint file before objects are negotiated.",
         "contentType": "application/gzip",
         "payload": {"type": "string", "format": "binary"},
         "x-archive": {
@@ -114,8 +116,14 @@ def _tarball_message() -> dict[str, Any]:
                 },
                 {
                     "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
-                    "meaning": "after the pack: the manifest of each checkpoint the blocks reference",
-                    "content": {"$ref": "#/components/schemas/CheckpointManifest"},
+                    "meaning": "after the pack: the manifests of the checkpoints the blocks reference, and the "
+                    "pages of paged ones, each named by its hash, less what the receiver holds",
+                    "content": {
+                        "oneOf": [
+                            {"$ref": "#/components/schemas/CheckpointManifest"},
+                            {"$ref": "#/components/schemas/CheckpointManifestPage"},
+                        ]
+                    },
                 },
             ],
         },

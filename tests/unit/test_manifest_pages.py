@@ -3,6 +3,7 @@ bounded, a tree that breaks a rule gives one clear error, format 1 is still read
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from smart_transfer.model import InvalidBlock, Multihash
@@ -26,6 +27,7 @@ from smart_transfer.model.manifest_pages import (
     PageSource,
     decode_page,
 )
+from tests.unit.test_published_formats import validator
 
 
 def state_files(count: int, tag: str = "") -> list[CheckpointFile]:
@@ -185,3 +187,16 @@ def _entries(chunks: list[list[CheckpointFile]], pages: dict[Multihash, bytes]) 
 def test_malformed_pages_are_refused(data: bytes, message: str) -> None:
     with pytest.raises(InvalidBlock, match=message):
         decode_page(data)
+
+
+def test_every_page_fits_the_published_schema() -> None:
+    manifest = build_manifest(state_files(2000))
+    checked = validator("CheckpointManifestPage")
+    levels = set()
+    for _, data in manifest.all_pages():
+        assert list(checked.iter_errors(orjson.loads(data))) == []
+        levels.add(decode_page(data).level)
+    assert 0 in levels and max(levels) >= 2  # leaves and inner pages both checked
+    broken = orjson.loads(manifest.all_pages()[-1][1])
+    broken["level"] = 1  # a leaf that claims to be an inner page
+    assert list(checked.iter_errors(broken)) != []

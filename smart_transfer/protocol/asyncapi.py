@@ -91,6 +91,20 @@ def _schemas_and_messages() -> tuple[dict[str, Any], dict[str, Any]]:
     return schemas, messages
 
 
+#: The tarball's manifest entries: format-1 manifests and the pages of paged ones.
+_MANIFEST_ENTRY = {
+    "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
+    "meaning": "after the pack: the manifests of the checkpoints the blocks reference, and the pages of paged "
+    "ones, each named by its hash, less what the receiver holds",
+    "content": {
+        "oneOf": [
+            {"$ref": "#/components/schemas/CheckpointManifest"},
+            {"$ref": "#/components/schemas/CheckpointManifestPage"},
+        ]
+    },
+}
+
+
 def _tarball_message() -> dict[str, Any]:
     """The binary frame: a gzip tar of one block pack and the manifests, described entry by entry,
     and the pack byte by byte."""
@@ -114,17 +128,7 @@ def _tarball_message() -> dict[str, Any]:
                     "must hash to it (a pack of no blocks when there are none)",
                     "content": "x-pack",
                 },
-                {
-                    "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
-                    "meaning": "after the pack: the manifests of the checkpoints the blocks reference, and the "
-                    "pages of paged ones, each named by its hash, less what the receiver holds",
-                    "content": {
-                        "oneOf": [
-                            {"$ref": "#/components/schemas/CheckpointManifest"},
-                            {"$ref": "#/components/schemas/CheckpointManifestPage"},
-                        ]
-                    },
-                },
+                _MANIFEST_ENTRY,
             ],
         },
         "x-pack": {

@@ -9,7 +9,7 @@ Two formats are read:
 - ``rocksdb-checkpoint/2`` (``manifest_pages.PAGE_FORMAT``, what ``build_manifest`` writes): a tree
   of pages addressed by hash, whose root is the manifest object; a new checkpoint shares every page
   its changes do not touch with its parent, so a sync moves the pages that differ. The limit now is
-  ``MAX_CHECKPOINT_FILES`` (a million files; see ``manifest_pages`` for why), not the format.
+  ``MAX_CHECKPOINT_FILES`` (500,000 files; see ``manifest_pages`` for why), not the format.
 """
 
 from __future__ import annotations
@@ -130,8 +130,11 @@ def _decode_format1(data: bytes, obj: dict[str, object]) -> CheckpointManifest:
     return manifest
 
 
-def pages_wanted(data: bytes, source: PageSource) -> list[Multihash]:
-    """The pages below the manifest ``data`` that ``source`` lacks and no lacking page hides: what a
-    reader fetching pages one by one asks for next (none for a format-1 manifest)."""
+def pages_wanted(data: bytes, source: PageSource) -> list[tuple[Multihash, int]]:
+    """The pages (hash, size) below the manifest ``data`` that ``source`` lacks and no lacking page
+    hides: what a reader fetching pages one by one, or repairing them, asks for next (none for a
+    format-1 manifest)."""
     obj = decode_object(data)
-    return wanted_pages(decode_page(data, obj), source) if is_page(obj) else []
+    if not is_page(obj):
+        return []
+    return [(entry.hash, entry.size) for entry in wanted_pages(decode_page(data, obj), source)]

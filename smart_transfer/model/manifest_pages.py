@@ -48,11 +48,11 @@ MAX_PAGE_BYTES = 256 * 1024
 #: Levels halve at least, so 2**MAX_LEVEL pages exceed any tree of MAX_CHECKPOINT_FILES files.
 MAX_LEVEL = 24
 #: The most files one checkpoint may list. Not a format limit (pages are bounded, the tree is not):
-#: every reader holds a checkpoint's whole file list in memory (about 300 bytes per file) and a first
-#: push or pull carries every page in one metadata tarball (about 150 bytes per file, within the
-#: tarball's 1 GiB bound). A RocksDB state of 1 TiB in 64 MiB SST files has about 16,000 files; even
-#: 2 MiB files would be 500,000.
-MAX_CHECKPOINT_FILES = 1_000_000
+#: every reader holds a checkpoint's whole file list in memory (about 300 bytes per file: 150 MB here),
+#: and a first push or pull carries every page in one metadata tarball (about 150 bytes and 1/8 of a
+#: page per file: 75 MB and some 62,000 entries, within the tarball's 1 GiB and 100,000 entries). A
+#: RocksDB state of 1 TiB in 64 MiB SST files has about 16,000 files; in 2 MiB files, 500,000.
+MAX_CHECKPOINT_FILES = 500_000
 
 #: Where a reader finds a page by hash: a tarball, its own store, or both (None: not there).
 PageSource = Callable[[Multihash], bytes | None]
@@ -241,10 +241,10 @@ def resolve_tree(
     return files, pages
 
 
-def wanted_pages(root: Page, source: PageSource) -> list[Multihash]:
+def wanted_pages(root: Page, source: PageSource) -> list[PageEntry]:
     """Pages of the tree under ``root`` that ``source`` lacks and no lacking page hides (what a reader
     fetches next, level by level); each page found is checked as ``resolve_tree`` does."""
-    wanted: list[Multihash] = []
+    wanted: list[PageEntry] = []
     level = [root]
     while level and level[0].level > 0:
         below = []
@@ -252,7 +252,7 @@ def wanted_pages(root: Page, source: PageSource) -> list[Multihash]:
             for entry in parent.children:
                 data = source(entry.hash)
                 if data is None:
-                    wanted.append(entry.hash)
+                    wanted.append(entry)
                 else:
                     below.append(_fetch_child(entry, data, parent))
         level = below

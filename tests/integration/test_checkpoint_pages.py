@@ -21,10 +21,13 @@ from smart_transfer.client.flows import push as push_flow
 from smart_transfer.client.flows.push import local_bundle
 from smart_transfer.client.inspection.verify import verify_local
 from smart_transfer.errors import SmartTransferError
-from smart_transfer.model import Multihash
+from smart_transfer.model import Multihash, ObjectKind
 from smart_transfer.model.events import AddData, Checkpoint
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.repo import Workspace
+from smart_transfer.repo import dataset as dataset_module
+from smart_transfer.repo.layout import object_key
+from smart_transfer.repo.page_cache import PageCache
 from smart_transfer.sync.plan import plan_pull
 from tests.conftest import ServerProcess
 
@@ -164,6 +167,28 @@ def test_format_one_manifests_still_sync_and_verify(
         assert report.ok, report.problems
         restored = CheckpointSlot(b.root, dataset_name).current
         assert restored is not None and len(list(restored.iterdir())) == len(ten_rows_changed(names))
+
+
+def test_a_lost_page_is_reported_then_fetched_again(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"{smart_server.url}/{dataset_name}"
+    names = sorted([*sst_names(300), *RUNTIME_FILES])
+    with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
+        stored = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))
+        with SyncClient(a) as client:
+            client.push(dataset_name, url)
+        with SyncClient(b) as client:
+            client.pull(url)
+        monkeypatch.setattr(dataset_module, "PAGES", PageCache(0))  # no page read before is remembered
+        lost = stored.manifest.all_pages()[1][0]
+        b.local_store.path_of(object_key(dataset_name, ObjectKind.CHECKPOINT, lost)).unlink()
+        report, _ = verify_local(b, dataset_name)
+        assert not report.ok and any(f"page {lost} is missing" in p for p in report.problems), report.problems
+        with SyncClient(b) as client:
+            assert client.pull(url).objects_repaired == 1
+        report, _ = verify_local(b, dataset_name)
+        assert report.ok, report.problems
 
 
 def test_a_tarball_without_a_page_the_server_lacks_is_refused(

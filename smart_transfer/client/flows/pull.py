@@ -18,7 +18,8 @@ from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, Tr
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.model import ChainTip, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.model.manifest import pages_wanted
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
@@ -65,11 +66,25 @@ def _repairs(dataset: DatasetRepository, base: ChainTip | None) -> list[ObjectRe
     # committed blocks were validated when they were: a light parse finds what they reference
     refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
     manifests = {}
+    lost: dict[Multihash, ObjectRef] = {}
     for ref in refs:
         if ref.kind is ObjectKind.CHECKPOINT and not dataset.objects_missing([ref]):
-            with contextlib.suppress(RepositoryError):
+            try:
                 manifests[ref.physical_hash] = dataset.read_manifest(ref)
-    return dataset.objects_missing(with_files(refs, manifests))
+            except RepositoryError:
+                lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
+    return dataset.objects_missing(with_files(refs, manifests)) + list(lost.values())
+
+
+def _lost_pages(dataset: DatasetRepository, root: ObjectRef) -> list[ObjectRef]:
+    """The pages of a stored paged manifest that the workspace lost (and no lost page hides): fetched
+    again, the next pull finds the files below them."""
+    data = dataset.page_source(root.physical_hash)
+    with contextlib.suppress(ModelError):
+        if data is not None:
+            lost = pages_wanted(data, dataset.page_source)
+            return [ObjectRef(ObjectKind.CHECKPOINT, page, size) for page, size in lost]
+    return []
 
 
 async def pull(

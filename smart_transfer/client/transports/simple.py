@@ -159,7 +159,7 @@ def _wanted(root: Multihash, source: PageSource) -> list[Multihash]:
     """Pages below ``root`` still to fetch; none when it is malformed (check_bundle says how)."""
     data = source(root)
     try:
-        return pages_wanted(data, source) if data is not None else []
+        return [page for page, _ in pages_wanted(data, source)] if data is not None else []
     except ModelError:
         return []
 

@@ -9,9 +9,12 @@ and RocksDB's small files, without running Spark (``tests/spark`` covers real in
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+import httpx
+import orjson
 import pytest
 
 from smart_transfer.checkpoint.files import StoredCheckpoint, store_checkpoint, store_manifest
@@ -23,13 +26,13 @@ from smart_transfer.client.inspection.verify import verify_local
 from smart_transfer.errors import SmartTransferError
 from smart_transfer.model import Multihash, ObjectKind
 from smart_transfer.model.events import AddData, Checkpoint
-from smart_transfer.model.manifest import CheckpointManifest
+from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, build_manifest
 from smart_transfer.repo import Workspace
 from smart_transfer.repo import dataset as dataset_module
 from smart_transfer.repo.layout import object_key
 from smart_transfer.repo.page_cache import PageCache
 from smart_transfer.sync.plan import plan_pull
-from tests.conftest import ServerProcess
+from tests.conftest import CLI, ServerProcess
 
 RUNTIME_FILES = ("CURRENT", "IDENTITY", "MANIFEST-000005", "OPTIONS-000007")
 
@@ -213,3 +216,29 @@ def test_a_tarball_without_a_page_the_server_lacks_is_refused(
         monkeypatch.undo()
         with SyncClient(a) as client:
             assert client.push(dataset_name, url).objects_transferred == len(names) + stored.pages
+
+
+def test_gc_keeps_every_page_of_a_kept_checkpoint_and_collects_an_orphan_page(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = f"{smart_server.url}/{dataset_name}"
+    names = sorted([*sst_names(300), *RUNTIME_FILES])
+    with Workspace(tmp_path / "a") as a:
+        first = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))
+        second = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c2", ten_rows_changed(names), "2"))
+        with SyncClient(a) as client:
+            client.push(dataset_name, url)
+    orphan = build_manifest([CheckpointFile("orphan.sst", Multihash.of(b"x"), 1, True)]).encode()  # named by none
+    staged = httpx.put(f"{url}/checkpoints/{Multihash.of(orphan)}", content=orphan)
+    assert staged.status_code in (201, 202), staged.text
+    store_args = ["--root", str(smart_server.root)]
+    if smart_server.backend == "s3":
+        s3 = request.getfixturevalue("s3_env")
+        prefix = next(str(x) for x in smart_server.process.args if str(x).startswith("srv-"))  # type: ignore[union-attr]
+        store_args += ["--s3-endpoint", s3.endpoint, "--s3-bucket", s3.bucket, "--s3-prefix", prefix]
+    gc = [*CLI, "gc", *store_args, "--json", "--grace", "0", "--dry-run"]
+    result = subprocess.run(gc, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    mine = [k for k in orjson.loads(result.stdout)["deleted"] if k.startswith(f"{dataset_name}/")]
+    assert mine == [f"{dataset_name}/checkpoints/{Multihash.of(orphan)}"]  # every page of both checkpoints stays
+    assert len(first.manifest.all_pages()) > 10 and second.pages > 1

@@ -15,6 +15,8 @@ from smart_transfer.client import SyncClient
 from smart_transfer.ingest import ingest
 from smart_transfer.ingest import state as ingest_state
 from smart_transfer.ingest.state import load_state, lookup
+from smart_transfer.model import Multihash
+from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
 from tests.conftest import ServerProcess
 from tests.spark.data import rows, write_csv
@@ -27,6 +29,18 @@ SYNC_BUCKET_KEYS = 256
 
 def files_in(workspace: Workspace, name: str) -> int:
     return len(list(CheckpointSlot(workspace.root, name).current.iterdir()))
+
+
+def manifest_change(workspace: Workspace, name: str, before: str | None, after: str | None) -> tuple[int, int]:
+    """Bytes of the manifest pages ``after`` does not share with ``before``, and of its format-1 form."""
+    dataset = workspace.dataset(name)
+    old, new = (
+        decode_manifest(dataset.page_source(Multihash.parse(h or "")) or b"", dataset.page_source)
+        for h in (before, after)
+    )
+    held = {page for page, _ in old.all_pages()}
+    added = sum(len(data) for page, data in new.all_pages() if page not in held)
+    return added, len(CheckpointManifest(new.files).encode())
 
 
 def pages_in(workspace: Workspace, name: str) -> int:
@@ -61,6 +75,10 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
         assert incremental.objects_skipped == unchanged + pages_in(a, dataset_name) - second.checkpoint_pages_stored
         assert second.checkpoint_files_stored <= 2 * 10 + 8  # <= 10 buckets x 2 files, + RocksDB's small files
         assert incremental.bytes_transferred < 0.05 * pushed.bytes_transferred
+        new_bytes, whole = manifest_change(a, dataset_name, first.checkpoint, second.checkpoint)
+        files = files_in(a, dataset_name)
+        print(f"\n10 rows changed, {files} files: new manifest pages {new_bytes} bytes, format 1 {whole}")
+        assert new_bytes < whole // 2
 
         with SyncClient(b) as client:
             fresh = client.pull(url)

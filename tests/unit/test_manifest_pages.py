@@ -109,12 +109,13 @@ def test_format_one_manifests_are_still_read() -> None:
 def test_a_missing_page_is_named_and_wanted() -> None:
     manifest = build_manifest(state_files(300))
     pages = source_of(manifest)
-    child = decode_page(manifest.encode()).children[1].hash
+    entry = decode_page(manifest.encode()).children[1]
+    child = entry.hash
     del pages[child]
     with pytest.raises(MissingPage, match=f"page {child} is missing") as caught:
         decode_manifest(manifest.encode(), pages.get)
     assert caught.value.page == child
-    assert pages_wanted(manifest.encode(), pages.get) == [child]
+    assert pages_wanted(manifest.encode(), pages.get) == [(child, entry.size)]
 
 
 def _with_page(manifest: CheckpointManifest, index: int, data: bytes) -> tuple[bytes, PageSource]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict
 
 from smart_transfer.model import ObjectRef
-from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, is_immutable
+from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, build_manifest, is_immutable
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.digest import digest_file
@@ -33,16 +34,27 @@ def describe(directory: Path) -> CheckpointManifest:
             raise CheckpointError(f"unexpected entry in checkpoint: {path.name}")
         digest = digest_file(path)
         files.append(CheckpointFile(path.name, digest.multihash, digest.size, is_immutable(path.name)))
-    return CheckpointManifest(tuple(files))
+    return build_manifest(files)
 
 
 def file_ref(item: CheckpointFile) -> ObjectRef:
     return ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size)
 
 
-def store_checkpoint(dataset: DatasetRepository, directory: Path) -> tuple[CheckpointManifest, int, int]:
-    """Store every file not already stored, then the manifest. Returns the manifest and how many
-    files and bytes were new (files shared with earlier checkpoints are stored once)."""
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """What storing a checkpoint wrote: its manifest, and the files, bytes and manifest objects (the
+    root and the pages it does not share with earlier checkpoints) that were new."""
+
+    manifest: CheckpointManifest
+    files: int
+    bytes: int
+    pages: int
+
+
+def store_checkpoint(dataset: DatasetRepository, directory: Path) -> StoredCheckpoint:
+    """Store every file not already stored, then the manifest's pages not already stored (files and
+    pages shared with earlier checkpoints are stored once)."""
     manifest = describe(directory)
     new_files = new_bytes = 0
     for item in manifest.files:
@@ -51,9 +63,19 @@ def store_checkpoint(dataset: DatasetRepository, directory: Path) -> tuple[Check
             dataset.store.put_file(dataset.object_key(ref), directory / item.name)
             new_files += 1
             new_bytes += item.size
-    data = manifest.encode()
-    dataset.store.put(dataset.object_key(ObjectRef(ObjectKind.CHECKPOINT, manifest.hash(), len(data))), data)
-    return manifest, new_files, new_bytes
+    return StoredCheckpoint(manifest, new_files, new_bytes, store_manifest(dataset, manifest))
+
+
+def store_manifest(dataset: DatasetRepository, manifest: CheckpointManifest) -> int:
+    """Write the pages of ``manifest`` the store lacks, leaves first and the root last (a reader that
+    finds the root finds every page under it); returns how many were written."""
+    written = 0
+    for page_hash, data in reversed(manifest.all_pages()):
+        ref = ObjectRef(ObjectKind.CHECKPOINT, page_hash, len(data))
+        if dataset.objects_missing([ref]):
+            dataset.store.put(dataset.object_key(ref), data)
+            written += 1
+    return written
 
 
 def restore(dataset: DatasetRepository, manifest: CheckpointManifest, destination: Path) -> None:

@@ -44,6 +44,8 @@ class IngestResult:
     checkpoint: str | None
     checkpoint_files_stored: int = 0
     checkpoint_bytes_stored: int = 0
+    #: manifest objects stored: the root and the pages it does not share with the previous checkpoint
+    checkpoint_pages_stored: int = 0
     schema_recorded: bool = False
     #: append mode: inputs skipped because an earlier run ingested exactly these files
     inputs_already_ingested: list[str] = field(default_factory=list)
@@ -130,7 +132,8 @@ def _commit(
     slice_ref = ObjectRef(ObjectKind.DATA, digest.multihash, digest.size)
     if repo.objects_missing([slice_ref]):
         workspace.local_store.adopt(repo.object_key(slice_ref), outcome.slice_file)
-    manifest, files_stored, bytes_stored = store_checkpoint(repo, outcome.checkpoint_dir)
+    stored = store_checkpoint(repo, outcome.checkpoint_dir)
+    manifest = stored.manifest
     manifest_hash = manifest.hash()
     events: list[Event] = [schema_event(outcome.columns)] if record_schema else []
     interval = OffsetInterval(spec.next_offset, spec.next_offset + outcome.rows_added - 1)
@@ -151,8 +154,9 @@ def _commit(
         "head": str(tip.head),
         "data_slice": str(digest.multihash),
         "checkpoint": str(manifest_hash),
-        "checkpoint_files_stored": files_stored,
-        "checkpoint_bytes_stored": bytes_stored,
+        "checkpoint_files_stored": stored.files,
+        "checkpoint_bytes_stored": stored.bytes,
+        "checkpoint_pages_stored": stored.pages,
         "schema_recorded": record_schema,
     }
 

@@ -86,14 +86,15 @@ def committed_refs(blocks: Iterable[bytes]) -> list[ObjectRef]:
 
 
 def with_files(refs: Iterable[ObjectRef], manifests: Mapping[Multihash, CheckpointManifest]) -> list[ObjectRef]:
-    """``refs`` and, after them, the files of each checkpoint among them whose manifest is in
-    ``manifests``: every object once."""
+    """``refs`` and, after them, the pages (below the root) and files of each checkpoint among them
+    whose manifest is in ``manifests``: every object once."""
     seen = {(r.kind, r.physical_hash): r for r in refs}
     for ref in list(seen.values()):
         manifest = manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
-        for file in manifest.files if manifest is not None else ():
-            seen.setdefault(
-                (ObjectKind.CHECKPOINT, file.physical_hash),
-                ObjectRef(ObjectKind.CHECKPOINT, file.physical_hash, file.size),
-            )
+        if manifest is None:
+            continue
+        parts = [(h, len(data)) for h, data in manifest.pages[1:]]  # a paged manifest's pages below its root
+        parts += [(f.physical_hash, f.size) for f in manifest.files]
+        for part_hash, size in parts:
+            seen.setdefault((ObjectKind.CHECKPOINT, part_hash), ObjectRef(ObjectKind.CHECKPOINT, part_hash, size))
     return list(seen.values())

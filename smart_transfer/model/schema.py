@@ -22,6 +22,14 @@ from smart_transfer.model.events import (
     SetInfo,
 )
 from smart_transfer.model.manifest import FILE_NAME_PATTERN, FORMAT, MAX_FILES, MAX_MANIFEST_BYTES
+from smart_transfer.model.manifest_pages import (
+    BOUNDARY_BITS,
+    MAX_CHECKPOINT_FILES,
+    MAX_LEVEL,
+    MAX_PAGE_BYTES,
+    MAX_PAGE_ENTRIES,
+    PAGE_FORMAT,
+)
 from smart_transfer.model.multihash import HASH_PATTERN
 
 CANONICAL = (
@@ -140,7 +148,8 @@ def _part_schemas() -> dict[str, dict[str, Any]]:
         "CheckpointRef": _object(
             {"physical_hash": HASH, "size": NATURAL},
             ["physical_hash", "size"],
-            "A checkpoint manifest object (kind 'checkpoints'); its files are objects of that kind too.",
+            "A checkpoint manifest object (kind 'checkpoints'): a CheckpointManifest, or the root of a tree of "
+            "CheckpointManifestPage objects; its pages and files are objects of that kind too.",
         ),
     }
 
@@ -165,4 +174,53 @@ def manifest_schemas() -> dict[str, dict[str, Any]]:
         ["format", "files"],
         f"The files of one RocksDB checkpoint, sorted by unique name (at most {MAX_MANIFEST_BYTES} bytes). {CANONICAL}",
     )
-    return {"CheckpointFile": file, "CheckpointManifest": manifest}
+    return {"CheckpointFile": file, "CheckpointManifest": manifest, **_page_schemas()}
+
+
+def _page_schemas() -> dict[str, dict[str, Any]]:
+    """Schemas of the paged manifest (format 2): a page entry and the two kinds of page."""
+    entry = _object(
+        {
+            "hash": HASH,
+            "size": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_BYTES, "description": "the page's bytes"},
+            "files": {"type": "integer", "minimum": 1, "description": "files under the page"},
+            "bytes": {**NATURAL, "description": "total size of the files under the page"},
+        },
+        ["hash", "size", "files", "bytes"],
+        "A child page as its parent lists it: an object of kind 'checkpoints' named by its hash.",
+    )
+    leaf = _object(
+        {
+            "format": {"const": PAGE_FORMAT},
+            "level": {"const": 0},
+            "files": {"type": "array", "maxItems": MAX_PAGE_ENTRIES, "items": _ref("CheckpointFile")},
+        },
+        ["format", "level", "files"],
+        "A leaf page: files sorted by unique name.",
+    )
+    inner = _object(
+        {
+            "format": {"const": PAGE_FORMAT},
+            "level": {"type": "integer", "minimum": 1, "maximum": MAX_LEVEL},
+            "pages": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_PAGE_ENTRIES,
+                "items": _ref("CheckpointPageEntry"),
+            },
+        },
+        ["format", "level", "pages"],
+        "An inner page: pages of the level below, in file-name order.",
+    )
+    description = (
+        f"A page of a paged checkpoint manifest (at most {MAX_PAGE_BYTES} bytes), a tree addressed by hash whose "
+        "root a block's checkpoint names. Pages end after an entry whose hash (BLAKE2b-32 of a file's name; the "
+        f"last 4 bytes of a child's page hash, big-endian) has {BOUNDARY_BITS} low zero bits, never before 2 "
+        f"entries, always at {MAX_PAGE_ENTRIES}; a tree split otherwise is refused, so one set of files has one "
+        f"root, and a new checkpoint shares every page its changes do not touch. At most {MAX_CHECKPOINT_FILES} "
+        f"files. {CANONICAL}"
+    )
+    return {
+        "CheckpointPageEntry": entry,
+        "CheckpointManifestPage": {"oneOf": [leaf, inner], "description": description},
+    }

@@ -91,6 +91,20 @@ def _schemas_and_messages() -> tuple[dict[str, Any], dict[str, Any]]:
     return schemas, messages
 
 
+#: The tarball's manifest entries: format-1 manifests and the pages of paged ones.
+_MANIFEST_ENTRY = {
+    "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
+    "meaning": "after the pack: the manifests of the checkpoints the blocks reference, and the pages of paged "
+    "ones, each named by its hash, less what the receiver holds",
+    "content": {
+        "oneOf": [
+            {"$ref": "#/components/schemas/CheckpointManifest"},
+            {"$ref": "#/components/schemas/CheckpointManifestPage"},
+        ]
+    },
+}
+
+
 def _tarball_message() -> dict[str, Any]:
     """The binary frame: a gzip tar of one block pack and the manifests, described entry by entry,
     and the pack byte by byte."""
@@ -98,8 +112,10 @@ def _tarball_message() -> dict[str, Any]:
         "name": TARBALL,
         "title": "Metadata tarball (binary frame)",
         "summary": "One gzip tar in a binary WebSocket frame: first one 'pack-{pack hash}' entry, a block pack "
-        "(x-pack) holding the blocks oldest first; then one 'manifest-{hash}' entry per checkpoint manifest the "
-        "blocks reference, so both sides know every checkpoint file before objects are negotiated.",
+        "(x-pack) holding the blocks oldest first; then one 'manifest-{hash}' entry per checkpoint manifest object the "
+        "blocks reference (a format-1 manifest, or the pages of a paged one) that the receiver does not hold: the "
+        "sender leaves out the pages of the last checkpoint at or before the common block, which the receiver "
+        "reads from its own store, so both sides know every checkpoint file before objects are negotiated.",
         "contentType": "application/gzip",
         "payload": {"type": "string", "format": "binary"},
         "x-archive": {
@@ -112,11 +128,7 @@ def _tarball_message() -> dict[str, Any]:
                     "must hash to it (a pack of no blocks when there are none)",
                     "content": "x-pack",
                 },
-                {
-                    "name": r"^manifest-f1[26]20[0-9a-f]{64}$",
-                    "meaning": "after the pack: the manifest of each checkpoint the blocks reference",
-                    "content": {"$ref": "#/components/schemas/CheckpointManifest"},
-                },
+                _MANIFEST_ENTRY,
             ],
         },
         "x-pack": {

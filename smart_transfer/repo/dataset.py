@@ -31,6 +31,7 @@ from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadM
 from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import hash_of_key, head_key, object_key
 from smart_transfer.repo.packs import DatasetBlocks
+from smart_transfer.repo.page_cache import PAGES
 from smart_transfer.storage import ObjectNotFound, ObjectStore
 from smart_transfer.storage.base import stored_as_promised
 
@@ -269,9 +270,23 @@ class DatasetRepository:
         if not ref.physical_hash.matches(data):
             raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash} does not match its hash")
         try:
-            return decode_manifest(data)
+            return decode_manifest(data, self.page_source)
         except ModelError as exc:
             raise CorruptRepository(f"{self.name}: checkpoint manifest {ref.physical_hash}: {exc}") from None
+
+    def page_source(self, page: Multihash) -> bytes | None:
+        """A stored page of a paged checkpoint manifest (the reader checks it against its hash), or
+        None; an intact page read once comes from the process's page cache after."""
+        key = (self.store.describe(), self.name, page)
+        data = PAGES.get(key)
+        if data is None:
+            try:
+                data = self.store.get(object_key(self.name, ObjectKind.CHECKPOINT, page))
+            except ObjectNotFound:
+                return None
+            if page.matches(data):  # a corrupt copy is never cached: once repaired, it is read again
+                PAGES.put(key, data)
+        return data
 
     def manifests_of(self, refs: Iterable[ObjectRef]) -> dict[Multihash, CheckpointManifest]:
         """The manifest of every checkpoint among ``refs`` (from the store)."""

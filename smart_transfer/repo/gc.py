@@ -66,17 +66,27 @@ class _Dataset:
     block_bytes: dict[Multihash, bytes]
 
 
-def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -> set[str]:
-    """Keys of every object ``blocks`` reference, checkpoint files included."""
+def _refs_of(store: ObjectStore, dataset: DatasetName, blocks: list[NewBlock]) -> tuple[set[str], bool]:
+    """Keys of every object ``blocks`` reference, checkpoint files and manifest pages included, and
+    whether every manifest was read whole (when one was not, what it names is unknown: the caller
+    keeps every checkpoint object rather than guess)."""
+
+    def page(page_hash: Multihash) -> bytes | None:
+        with contextlib.suppress(ObjectNotFound):
+            return store.get(object_key(dataset, ObjectKind.CHECKPOINT, page_hash))
+        return None
+
     manifests = {}
+    complete = True
     for ref in (r for r in objects_of(blocks) if r.kind is ObjectKind.CHECKPOINT):
+        data = page(ref.physical_hash)
         try:
-            data = store.get(object_key(dataset, ref.kind, ref.physical_hash))
-            if ref.physical_hash.matches(data):
-                manifests[ref.physical_hash] = decode_manifest(data)
-        except (ModelError, ObjectNotFound):
-            continue
-    return {object_key(dataset, r.kind, r.physical_hash) for r in objects_of(blocks, manifests)}
+            if data is None or not ref.physical_hash.matches(data):
+                raise ModelError("missing or corrupt")
+            manifests[ref.physical_hash] = decode_manifest(data, page)
+        except ModelError:
+            complete = False
+    return {object_key(dataset, r.kind, r.physical_hash) for r in objects_of(blocks, manifests)}, complete
 
 
 def _read_packs(blocks: DatasetBlocks, found: _Dataset) -> None:
@@ -268,11 +278,12 @@ def _collect_dataset(
     found = _read(blocks)
     repacked = _repack(blocks, found, report, dry_run) if repack else None
     young = _collect_blocks(blocks, found, repacked, cutoff, report, dry_run)
-    referenced = _refs_of(store, dataset, found.chain + young)
+    referenced, complete = _refs_of(store, dataset, found.chain + young)
     for kind in ObjectKind:
         # streamed: a listing page at a time (deleting a listed key does not disturb the listing)
         for info in store.list(object_prefix(dataset, kind)):
-            if info.key in referenced:
+            # a manifest that cannot be read whole: keep every checkpoint object rather than guess
+            if info.key in referenced or (kind is ObjectKind.CHECKPOINT and not complete):
                 report.kept += 1
             elif info.modified > cutoff:
                 report.too_young += 1

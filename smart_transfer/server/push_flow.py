@@ -87,7 +87,7 @@ def _attach(dataset: DatasetRepository, state: PushState, request: DatasetPushRe
     plan = request.transfer_plan
     bound = expanded_bound(plan.num_blocks, plan.num_objects, plan.bytes_in_objects)
     # the plan's count is an upper bound (the blocks after the common block are some of those planned)
-    bundle = bundle_from_tarball(data, bound, min(plan.num_blocks, DEFAULT_MAX_BLOCKS))
+    bundle = bundle_from_tarball(data, bound, min(plan.num_blocks, DEFAULT_MAX_BLOCKS), dataset.page_source)
     target = Multihash.parse(request.target_head) if request.target_head else None
     state.base = place_push(dataset, state.remote_tip, bundle.blocks, target, request.force_update_if_diverged)
     state.bundle = bundle

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.model.bulk import collector_paused
-from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
+from smart_transfer.model.manifest import CheckpointManifest, MissingPage, PageSource, decode_manifest, no_pages
+from smart_transfer.model.manifest_delta import pages_to_send
 from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
 from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
 from smart_transfer.storage.digest import bytes_mismatch
@@ -28,6 +29,8 @@ class Bundle:
     manifests: dict[Multihash, CheckpointManifest] = field(default_factory=dict)
     #: The blocks' pack as received (its address and bytes), when they came in one.
     pack: tuple[Multihash, bytes] | None = None
+    #: Manifest pages the receiver holds (each with its subtree): the tarball leaves them out.
+    held: set[Multihash] = field(default_factory=set)
 
     def objects(self) -> list[ObjectRef]:
         """Every object the blocks reference, checkpoint files included."""
@@ -35,17 +38,28 @@ class Bundle:
 
     def tarball(self) -> bytes:
         """The bundle as the protocol's metadata tarball."""
-        return pack_blocks(
-            ((b.hash, b.data) for b in self.blocks), ((h, m.encode()) for h, m in self.manifests.items())
-        )
+        return pack_blocks(((b.hash, b.data) for b in self.blocks), self.pages().items())
+
+    def pages(self) -> dict[Multihash, bytes]:
+        """The manifest pages the tarball carries: every page of the bundle's checkpoints outside
+        what the receiver holds."""
+        return pages_to_send(self.manifests.values(), self.held)
 
 
-def check_bundle(blocks: Sequence[NewBlock], manifests: Mapping[Multihash, bytes]) -> Bundle:
-    """The bundle of ``blocks`` with the manifests they reference, each present, of the size its
-    block records, hashing to its address and well-formed; InvalidBlocks otherwise."""
+def check_bundle(
+    blocks: Sequence[NewBlock], manifests: Mapping[Multihash, bytes], held: PageSource = no_pages
+) -> Bundle:
+    """The bundle of ``blocks`` with the manifests they reference, each whole, of the size its block
+    records, hashing to its address and well-formed; InvalidBlocks otherwise. Manifests and their
+    pages come from ``manifests`` (what the sender sent) or else ``held`` (what the receiver holds)."""
+
+    def source(page: Multihash) -> bytes | None:
+        found = manifests.get(page)
+        return found if found is not None else held(page)
+
     decoded: dict[Multihash, CheckpointManifest] = {}
     for ref in checkpoint_refs(blocks):
-        content = manifests.get(ref.physical_hash)
+        content = source(ref.physical_hash)
         details = InvalidBlocksDetails(manifest=str(ref.physical_hash))
         if content is None or bytes_mismatch(content, ref.physical_hash, ref.size) is not None:
             raise ProtocolError(
@@ -54,7 +68,10 @@ def check_bundle(blocks: Sequence[NewBlock], manifests: Mapping[Multihash, bytes
                 details,
             )
         try:
-            decoded[ref.physical_hash] = decode_manifest(content)
+            decoded[ref.physical_hash] = decode_manifest(content, source)
+        except MissingPage as exc:
+            message = f"checkpoint manifest {ref.physical_hash}: page {exc.page} is neither sent nor held"
+            raise ProtocolError(ErrorCode.INVALID_BLOCKS, message, details) from None
         except ModelError as exc:
             raise ProtocolError(
                 ErrorCode.INVALID_BLOCKS, f"checkpoint manifest {ref.physical_hash}: {exc}", details
@@ -77,13 +94,15 @@ def bundle_from_tarball(
     data: bytes,
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES,
     max_blocks: int = DEFAULT_MAX_BLOCKS,
+    held: PageSource = no_pages,
     *,
     keep: bool = False,
 ) -> Bundle:
-    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks. ``keep``: the
-    caller keeps the bundle for a while and thaws it after (``model.bulk.collector_paused``)."""
+    """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks; manifest pages
+    it leaves out come from ``held`` (the receiver's store). ``keep``: the caller keeps the bundle for
+    a while and thaws it after (``model.bulk.collector_paused``)."""
     with collector_paused(keep=keep):
         unpacked = unpack_blocks(data, max_blocks, max_expanded_bytes)
-        bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests)
+        bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests, held)
     bundle.pack = unpacked.pack
     return bundle

@@ -127,7 +127,7 @@ def commit_uploaded(
                 f"checkpoint manifest {ref.physical_hash} is not uploaded",
                 UploadInvalidDetails(objects=[f"{ref.label}: missing"], count=1),
             ) from None
-    bundle = check_bundle(walk.blocks, manifests)
+    bundle = check_bundle(walk.blocks, manifests, dataset.page_source)  # pages from the store
     verify_uploads(dataset, bundle.objects(), {})
     # the walked blocks (uploaded one by one, or in packs) become this commit's pack once every check
     # passed (a refused head move stores nothing): one write, and what head references is stored

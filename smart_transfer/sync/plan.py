@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 
 from smart_transfer.model import ChainTip, Multihash, ObjectRef, committed_refs
 from smart_transfer.model.bulk import collector_paused
+from smart_transfer.model.manifest_delta import pages_to_send
 from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, InvalidIntervalDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import last_common
+from smart_transfer.sync.pages import held_pages
 
 
 @dataclass
@@ -70,5 +72,6 @@ def plan_pull(
     refs = committed_refs(data for _, data in plan.blocks)
     manifests = dataset.manifests_of(refs)
     plan.objects = with_files(refs, manifests)  # each checkpoint's files travel as objects too
-    plan.manifests = {h: m.encode() for h, m in manifests.items()}
+    # the manifest pages the client does not hold already (those of its last checkpoint it keeps)
+    plan.manifests = pages_to_send(manifests.values(), held_pages(dataset, plan.begin_after, manifests))
     return plan

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from smart_transfer.checkpoint.files import open_checkpoint
+from smart_transfer.checkpoint.files import describe, open_checkpoint
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.client import SyncClient
 from smart_transfer.ingest import ingest
 from smart_transfer.ingest import state as ingest_state
 from smart_transfer.ingest.state import load_state, lookup
+from smart_transfer.model import Multihash
+from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
 from tests.conftest import ServerProcess
 from tests.spark.data import rows, write_csv
@@ -29,6 +31,23 @@ def files_in(workspace: Workspace, name: str) -> int:
     return len(list(CheckpointSlot(workspace.root, name).current.iterdir()))
 
 
+def manifest_change(workspace: Workspace, name: str, before: str | None, after: str | None) -> tuple[int, int]:
+    """Bytes of the manifest pages ``after`` does not share with ``before``, and of its format-1 form."""
+    dataset = workspace.dataset(name)
+    old, new = (
+        decode_manifest(dataset.page_source(Multihash.parse(h or "")) or b"", dataset.page_source)
+        for h in (before, after)
+    )
+    held = {page for page, _ in old.all_pages()}
+    added = sum(len(data) for page, data in new.all_pages() if page not in held)
+    return added, len(CheckpointManifest(new.files).encode())
+
+
+def pages_in(workspace: Workspace, name: str) -> int:
+    """The manifest objects (root and pages) of the installed checkpoint."""
+    return len(describe(CheckpointSlot(workspace.root, name).current).all_pages())
+
+
 def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
     spark: Any, smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -40,7 +59,8 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
         assert load_state(CheckpointSlot(a.root, dataset_name).current).depth == 9  # 512 buckets
         with SyncClient(a) as client:
             pushed = client.push(dataset_name, url)
-        assert pushed.objects_transferred == 2 + first.checkpoint_files_stored  # slice + manifest + files
+        # the slice, the manifest's pages (root included) and the files
+        assert pushed.objects_transferred == 1 + first.checkpoint_pages_stored + first.checkpoint_files_stored
 
         changed = [(str(i), "changed", "0") for i in range(0, SYNC_ROWS, SYNC_ROWS // 10)]  # 10 rows all over
         second = ingest(
@@ -49,11 +69,16 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
         assert second.rows_added == 10
         with SyncClient(a) as client:
             incremental = client.push(dataset_name, url)
-        # only the new slice, the new manifest and the rewritten buckets' files moved
-        assert incremental.objects_transferred == 2 + second.checkpoint_files_stored
-        assert incremental.objects_skipped == files_in(a, dataset_name) - second.checkpoint_files_stored
+        # only the new slice, the new manifest pages and the rewritten buckets' files moved
+        assert incremental.objects_transferred == 1 + second.checkpoint_pages_stored + second.checkpoint_files_stored
+        unchanged = files_in(a, dataset_name) - second.checkpoint_files_stored
+        assert incremental.objects_skipped == unchanged + pages_in(a, dataset_name) - second.checkpoint_pages_stored
         assert second.checkpoint_files_stored <= 2 * 10 + 8  # <= 10 buckets x 2 files, + RocksDB's small files
         assert incremental.bytes_transferred < 0.05 * pushed.bytes_transferred
+        new_bytes, whole = manifest_change(a, dataset_name, first.checkpoint, second.checkpoint)
+        files = files_in(a, dataset_name)
+        print(f"\n10 rows changed, {files} files: new manifest pages {new_bytes} bytes, format 1 {whole}")
+        assert new_bytes < whole // 2
 
         with SyncClient(b) as client:
             fresh = client.pull(url)
@@ -73,7 +98,8 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
             client.push(dataset_name, url)
         with SyncClient(b) as client:
             again = client.pull(url)
-        assert again.objects_transferred == 2 + third.checkpoint_files_stored  # the pull is incremental too
+        # the pull is incremental too
+        assert again.objects_transferred == 1 + third.checkpoint_files_stored  # the pages came in the metadata
 
 
 def test_round_trip_across_two_workspaces(

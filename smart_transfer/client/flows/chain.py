@@ -10,5 +10,6 @@ from smart_transfer.sync.attach import known_blocks
 
 
 def local_chain(dataset: DatasetRepository, tip: ChainTip | None) -> LocalChain:
-    """What ``dataset`` at ``tip`` offers: the tip, its known blocks, and a test of membership."""
-    return LocalChain(tip, known_blocks(dataset, tip), dataset.on_chain)
+    """What ``dataset`` at ``tip`` offers: the tip, its known blocks, a test of membership, and the
+    manifest pages it holds."""
+    return LocalChain(tip, known_blocks(dataset, tip), dataset.on_chain, dataset.page_source)

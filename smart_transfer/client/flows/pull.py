@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import install_latest
 from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.model import ChainTip, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
 from smart_transfer.model.bulk import thaw
+from smart_transfer.model.manifest import CheckpointManifest, pages_wanted
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.objects import with_files
 from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
@@ -66,11 +68,32 @@ def _repairs(dataset: DatasetRepository, base: ChainTip | None) -> list[ObjectRe
     # committed blocks were validated when they were: a light parse finds what they reference
     refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
     manifests = {}
+    lost: dict[Multihash, ObjectRef] = {}
     for ref in refs:
         if ref.kind is ObjectKind.CHECKPOINT and not dataset.objects_missing([ref]):
-            with contextlib.suppress(RepositoryError):
+            try:
                 manifests[ref.physical_hash] = dataset.read_manifest(ref)
-    return dataset.objects_missing(with_files(refs, manifests))
+            except RepositoryError:
+                lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
+    return dataset.objects_missing(with_files(refs, manifests)) + list(lost.values())
+
+
+def _store_manifests(dataset: DatasetRepository, manifests: Iterable[CheckpointManifest]) -> None:
+    """The manifests and pages the metadata brought (checked against their hashes when decoded), stored
+    now: they are not downloaded again as objects."""
+    for manifest in manifests:
+        store_manifest(dataset, manifest)
+
+
+def _lost_pages(dataset: DatasetRepository, root: ObjectRef) -> list[ObjectRef]:
+    """The pages of a stored paged manifest that the workspace lost (and no lost page hides): fetched
+    again, the next pull finds the files below them."""
+    data = dataset.page_source(root.physical_hash)
+    with contextlib.suppress(ModelError):
+        if data is not None:
+            lost = pages_wanted(data, dataset.page_source)
+            return [ObjectRef(ObjectKind.CHECKPOINT, page, size) for page, size in lost]
+    return []
 
 
 async def pull(
@@ -198,6 +221,7 @@ async def _fetch_objects(
     # blocks are invisible until head moves: write their pack while the objects download
     writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, bundle.blocks, bundle.pack))
     try:
+        await asyncio.to_thread(_store_manifests, dataset, bundle.manifests.values())
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
         repairs = await asyncio.to_thread(_repairs, dataset, base)
         summary.objects_skipped = len(refs) - len(missing)

@@ -24,6 +24,7 @@ from smart_transfer.storage.digest import digest_file, md5_base64_from_hex, part
 from smart_transfer.storage.parts import layout, part_size_for
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.sync.heads import MAX_STALE_HEAD_RETRIES, StaleHead, after_invalid_head, remote_has_more
+from smart_transfer.sync.pages import held_pages
 from smart_transfer.transfer.mover import MoveResult, Transfer
 
 
@@ -37,7 +38,9 @@ def _pull_first(name: str) -> DivergedError:
 def local_bundle(dataset: DatasetRepository, tip: ChainTip, after: Multihash | None) -> Bundle:
     """The local blocks after ``after`` (None: all) with the manifests of their checkpoints."""
     blocks = [NewBlock.decode(data, h) for h, data in dataset.blocks_after(tip, after)]
-    return Bundle(blocks, {ref.physical_hash: dataset.read_manifest(ref) for ref in checkpoint_refs(blocks)})
+    manifests = {ref.physical_hash: dataset.read_manifest(ref) for ref in checkpoint_refs(blocks)}
+    # the remote holds every manifest page of its chain up to ``after``: those are left out
+    return Bundle(blocks, manifests, held=held_pages(dataset, after, manifests))
 
 
 def _offer(path: Path, ref: ObjectRef, terms: UploadTerms) -> ObjectFile:

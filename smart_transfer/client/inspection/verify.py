@@ -96,7 +96,7 @@ def _manifests(
         path = workspace.local_store.path_of(dataset.object_key(ref))
         if path.exists() and ref.physical_hash.matches(data := path.read_bytes()):
             try:
-                manifests[ref.physical_hash] = decode_manifest(data)
+                manifests[ref.physical_hash] = decode_manifest(data, dataset.page_source)
             except ModelError as exc:
                 report.problems.append(f"checkpoint manifest {ref.physical_hash}: {exc}")
     return manifests

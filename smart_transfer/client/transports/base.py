@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the HTTP stack loads when objects move
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.errors import FollowUnsupported
 from smart_transfer.model import ChainTip, Multihash
+from smart_transfer.model.manifest import PageSource, no_pages
 from smart_transfer.protocol.messages import ObjectFile, PeerSource, TransferPlan
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.transfer.limits import Timeouts
@@ -30,11 +31,13 @@ Urls = list[tuple[ObjectFile, Transfer | None]]
 @dataclass(frozen=True)
 class LocalChain:
     """What a transport may learn of the local chain: its tip, blocks offered as known (newest
-    first) and a membership test (index lookups: cheap)."""
+    first), a membership test (index lookups: cheap) and the manifest pages it holds."""
 
     tip: ChainTip | None
     known: list[Multihash]
     contains: Callable[[Multihash], bool]
+    #: The checkpoint manifest pages the workspace holds (a pull's tarball leaves them out).
+    pages: PageSource = no_pages
 
     @property
     def head(self) -> Multihash | None:

@@ -26,7 +26,9 @@ from smart_transfer.client.transports.base import (
     Urls,
 )
 from smart_transfer.errors import LocalError, RemoteError, from_protocol
-from smart_transfer.model import ModelError, Multihash, NewBlock, checkpoint_refs
+from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectKind, checkpoint_refs
+from smart_transfer.model.manifest import PageSource, pages_wanted
+from smart_transfer.model.manifest_pages import MAX_LEVEL
 from smart_transfer.model.walk import walk_chain_async
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, authorization
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError, code_of_status, parse_details
@@ -40,6 +42,8 @@ from smart_transfer.transfer.pieces import in_parallel
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+#: Checkpoint manifest pages a simple pull fetches at once (small objects: latency, not bandwidth).
+PAGE_FETCH_PARALLEL = 8
 
 
 def status_error(url: str, status: int, body: bytes) -> RemoteError:
@@ -151,6 +155,15 @@ class RestClient(RestSession):
         return walk.blocks, walk.base
 
 
+def _wanted(root: Multihash, source: PageSource) -> list[Multihash]:
+    """Pages below ``root`` still to fetch; none when it is malformed (check_bundle says how)."""
+    data = source(root)
+    try:
+        return [page for page, _ in pages_wanted(data, source)] if data is not None else []
+    except ModelError:
+        return []
+
+
 class SimplePull(PullChannel):
     """A pull over the REST routes: the chain walked block by block, objects through their routes."""
 
@@ -166,18 +179,40 @@ class SimplePull(PullChannel):
         if head is None:
             raise RemoteError(ErrorCode.DATASET_NOT_FOUND, f"dataset {self.rest.remote.name} does not exist")
         blocks, base = await self.rest.walk(head, local)
-        manifests = {}
-        for ref in checkpoint_refs(blocks):
-            request = self.rest.object_request(ref.kind.value, str(ref.physical_hash), "GET")
-            manifests[ref.physical_hash] = (await self.rest.call("GET", request.url, (200,)))[1]
+        manifests = await self._manifest_pages([r.physical_hash for r in checkpoint_refs(blocks)], local.pages)
         try:
-            bundle = check_bundle(blocks, manifests)
+            bundle = check_bundle(blocks, manifests, local.pages)
         except ProtocolError as exc:
             raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
         return PullStart(head, base, bundle, DEFAULT_OBJECTS_PER_PAGE)
 
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         return [(item, self.rest.object_request(item.kind, item.physical_hash, "GET")) for item in page]
+
+    async def _checkpoint_object(self, object_hash: Multihash) -> bytes:
+        request = self.rest.object_request(ObjectKind.CHECKPOINT.value, str(object_hash), "GET")
+        return (await self.rest.call("GET", request.url, (200,)))[1]
+
+    async def _manifest_pages(self, roots: list[Multihash], local: PageSource) -> dict[Multihash, bytes]:
+        """The manifests ``roots`` and their pages the workspace lacks, fetched level by level (each
+        round one level deeper, so at most MAX_LEVEL + 1 rounds); check_bundle checks them after."""
+        known: dict[Multihash, bytes | None] = {}
+        fetched: dict[Multihash, bytes] = {}
+
+        def source(page: Multihash) -> bytes | None:
+            if page not in known:
+                known[page] = local(page)
+            return known[page]
+
+        wanted = [r for r in dict.fromkeys(roots) if source(r) is None]
+        for _ in range(MAX_LEVEL + 1):
+            if not wanted:
+                break
+            bodies = await in_parallel(wanted, self._checkpoint_object, PAGE_FETCH_PARALLEL)
+            fetched.update(zip(wanted, bodies, strict=True))
+            known.update(fetched)
+            wanted = list(dict.fromkeys(page for root in roots for page in _wanted(root, source)))
+        return fetched
 
 
 class SimplePush(PushChannel):

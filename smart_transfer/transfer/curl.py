@@ -38,28 +38,61 @@ class BodyTooLarge(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A finished exchange: the HTTP status and the whole body."""
+    """A finished exchange: the HTTP status, the body (what was not streamed to a sink) and, when
+    asked for, the headers (names in lower case)."""
 
     status: int
     body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """Where the body of an answer with ``status`` goes as it arrives (a ranged GET's 206 into its
+    file), instead of memory; ``buffer_bytes``: libcurl's receive buffer (fewer, larger calls)."""
+
+    write: Callable[[bytes], object]
+    status: int
+    buffer_bytes: int
 
 
 class _Exchange:
-    """One request in flight: its future and the body as it arrives (at most ``max_bytes``)."""
+    """One request in flight: its future, its headers, and the body as it arrives (at most
+    ``max_bytes``), kept or handed to the sink."""
 
-    __slots__ = ("chunks", "future", "max_bytes", "received")
+    __slots__ = ("chunks", "failed", "future", "headers", "max_bytes", "received", "sink", "status")
 
-    def __init__(self, future: asyncio.Future[Answer], max_bytes: int) -> None:
+    def __init__(self, future: asyncio.Future[Answer], max_bytes: int, sink: Sink | None) -> None:
         self.future = future
         self.max_bytes = max_bytes
+        self.sink = sink
         self.chunks: list[bytes] = []
+        self.headers: dict[str, str] = {}
+        self.status = 0
         self.received = 0
+        self.failed: OSError | None = None
+
+    def header(self, line: bytes) -> None:
+        text = line.decode("latin-1").strip()
+        if text.startswith("HTTP/"):
+            self.status = int(text.split()[1])
+            self.headers.clear()  # a new block of headers (after a 100 Continue, or a redirect)
+        elif ":" in text:
+            name, value = text.split(":", 1)
+            self.headers[name.strip().lower()] = value.strip()
 
     def write(self, chunk: bytes) -> int | None:
         self.received += len(chunk)
         if self.received > self.max_bytes:
             return 0  # libcurl ends the transfer with a write error: nothing more is read
-        self.chunks.append(chunk)
+        if self.sink is None or self.status != self.sink.status:
+            self.chunks.append(chunk)
+            return None
+        try:
+            self.sink.write(chunk)
+        except OSError as exc:
+            self.failed = exc
+            return 0
         return None
 
 
@@ -131,7 +164,8 @@ class CurlEngine:
         self._multi.remove_handle(handle)
         if not exchange.future.done():
             if failure is None:
-                answer = Answer(handle.getinfo(pycurl.RESPONSE_CODE), b"".join(exchange.chunks))
+                status = handle.getinfo(pycurl.RESPONSE_CODE)
+                answer = Answer(status, b"".join(exchange.chunks), exchange.headers)
                 exchange.future.set_result(answer)
             else:
                 exchange.future.set_exception(_error(handle, exchange, *failure))
@@ -149,13 +183,18 @@ class CurlEngine:
         *,
         body: bytes | None = None,
         max_bytes: int,
+        sink: Sink | None = None,
     ) -> Answer:
         """GET ``url`` (or PUT ``body``) with ``headers``; the answer's body may be at most
         ``max_bytes`` (else BodyTooLarge); an attempt at an object of ``size`` bytes is bounded
-        by ``timeouts``. Raises StorageUnreachable or StorageStalled when no answer came."""
+        by ``timeouts``. Raises StorageUnreachable or StorageStalled when no answer came, OSError
+        when the ``sink`` could not write."""
         handle = self._idle.pop() if self._idle else pycurl.Curl()
-        exchange = _Exchange(self._loop.create_future(), max_bytes)
+        exchange = _Exchange(self._loop.create_future(), max_bytes, sink)
         _configure(handle, url, headers, timeouts, size, body, exchange.write)
+        if sink is not None:
+            handle.setopt(pycurl.HEADERFUNCTION, exchange.header)
+            handle.setopt(pycurl.BUFFERSIZE, sink.buffer_bytes)
         self._busy[handle] = exchange
         self._multi.add_handle(handle)
         try:
@@ -214,6 +253,8 @@ def _configure(
 
 def _error(handle: pycurl.Curl, exchange: _Exchange, code: int, message: str) -> Exception:
     """What a failed attempt means, in the terms ``http.with_retries`` retries on."""
+    if exchange.failed is not None:
+        return exchange.failed
     if code == _WRITE_REFUSED and exchange.received > exchange.max_bytes:
         return BodyTooLarge(exchange.max_bytes)
     if code == _TIMED_OUT and handle.getinfo(pycurl.CONNECT_TIME) > 0:

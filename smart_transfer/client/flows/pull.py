@@ -260,7 +260,9 @@ async def _download(
             return ref.size
         if slots is not None and ref.size > options.large.range_threshold:
             ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))
-            verified = await download_ranges(http, ranged, options.large, on_bytes, timeouts, options.limiter, slots)
+            verified = await download_ranges(
+                http, ranged, options.large, on_bytes, timeouts, options.limiter, slots, engine
+            )
         else:
             verified = await download(
                 http, transfer, ref.physical_hash, ref.size, store.temp_path(), on_bytes, timeouts, options.limiter

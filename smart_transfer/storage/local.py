@@ -128,8 +128,11 @@ class LocalStore(ObjectStore):
         file, atomically for readers; its ETag is computed only when someone asks for it."""
         dest = self.path_of(key)
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(temp, dest)
+            try:
+                os.replace(temp, dest)
+            except FileNotFoundError:  # the key's directory is new (tried first: it seldom is)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(temp, dest)
         except OSError as exc:
             raise StorageUnavailable(f"cannot write {key}: {exc.strerror}") from None
         return dest

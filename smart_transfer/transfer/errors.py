@@ -45,3 +45,16 @@ class UrlExpired(Exception):
     def __init__(self, name: str = "", moved: int = 0) -> None:
         self.moved = moved
         super().__init__(name)
+
+
+class StorageUnreachable(ConnectionError):
+    """An attempt found no answer from storage: no connection, or one that broke (retried)."""
+
+
+class StorageStalled(TimeoutError):
+    """Storage took a request and then ran out of time: no byte for the read timeout (``no_byte``)
+    or the whole attempt took longer than its total (retried)."""
+
+    def __init__(self, message: str, *, no_byte: bool) -> None:
+        self.no_byte = no_byte
+        super().__init__(message)

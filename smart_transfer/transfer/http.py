@@ -13,7 +13,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import aiohttp
 import orjson
@@ -24,9 +24,18 @@ from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.storage.digest import content_mismatch
 from smart_transfer.transfer.backoff import backoff_delay
-from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, RETRY_BASE_DELAY, SMALL_OBJECT_BYTES, Timeouts
+from smart_transfer.transfer.errors import StorageStalled, TransferFailed, TransferRefused, UrlExpired
+from smart_transfer.transfer.limits import (
+    DEFAULT_PARALLEL,
+    INLINE_WRITE_BYTES,
+    RETRY_BASE_DELAY,
+    SMALL_OBJECT_BYTES,
+    Timeouts,
+)
 from smart_transfer.transfer.ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    from smart_transfer.transfer.curl import Answer, CurlEngine
 
 __all__ = [
     "DEFAULT_PARALLEL",
@@ -44,6 +53,11 @@ __all__ = [
 CHUNK_BYTES = 1024 * 1024
 #: Chunk size of rate-limited uploads.
 UPLOAD_CHUNK_BYTES = 64 * 1024
+#: The longest error body (an S3 error document, a typed error) read from an answer that is not the
+#: object's bytes.
+ERROR_BODY_BYTES = 64 * 1024
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +93,7 @@ def make_session(parallel: int, timeouts: Timeouts | None = None) -> aiohttp.Cli
 def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> TransferFailed:
     """What a failed attempt means: storage stopped answering (a stall: every path to it would wait
     the same), or could not be reached (a network problem another path may avoid)."""
-    if isinstance(exc, aiohttp.SocketTimeoutError):
+    if isinstance(exc, aiohttp.SocketTimeoutError) or (isinstance(exc, StorageStalled) and exc.no_byte):
         return TransferFailed(
             name,
             f"storage stopped answering: no byte for {timeouts.read:g} s on {timeouts.attempts} attempt(s)",
@@ -95,7 +109,9 @@ def _failure(name: str, exc: BaseException, timeouts: Timeouts, size: int) -> Tr
     return TransferFailed(name, f"storage unreachable: {exc or type(exc).__name__}", network=True)
 
 
-async def with_retries(name: str, attempt: Callable[[], Awaitable[int]], timeouts: Timeouts, size: int) -> int:
+async def with_retries(name: str, attempt: Callable[[], Awaitable[T]], timeouts: Timeouts, size: int) -> T:
+    """``attempt`` until it succeeds, at most ``timeouts.attempts`` times, waiting a backoff between
+    attempts that failed on the network; raises TransferFailed (UrlExpired, TransferRefused at once)."""
     for number in range(1, timeouts.attempts + 1):
         try:
             return await attempt()
@@ -227,9 +243,13 @@ async def download_bytes(
     on_bytes: Callable[[int], None],
     timeouts: Timeouts | None = None,
     limiter: RateLimiter | None = None,
+    engine: CurlEngine | None = None,
 ) -> bytes:
     """GET a small object (at most SMALL_OBJECT_BYTES) into memory, verified like ``download``: no
-    file is opened on the event loop, so thousands of small objects do not stall each other."""
+    file is opened on the event loop, so thousands of small objects do not stall each other. With
+    an ``engine`` (and no rate limit) libcurl moves it instead of aiohttp (see ``curl.py``)."""
+    if engine is not None and limiter is None:
+        return await _curl_get(engine, request, expected_hash, expected_size, on_bytes, timeouts or Timeouts())
     body: list[bytes] = []
 
     async def collect(chunks: AsyncIterator[bytes]) -> None:
@@ -238,6 +258,56 @@ async def download_bytes(
 
     await _get_verified(session, request, expected_hash, expected_size, on_bytes, collect, timeouts, limiter)
     return b"".join(body)
+
+
+async def _curl_get(
+    engine: CurlEngine,
+    request: HttpRequest,
+    expected_hash: Multihash,
+    expected_size: int,
+    on_bytes: Callable[[int], None],
+    timeouts: Timeouts,
+) -> bytes:
+    """``download_bytes`` through libcurl: the whole body, checked like ``_verified_chunks`` checks
+    a stream, before anyone sees it."""
+    name = str(expected_hash)
+
+    async def attempt() -> bytes:
+        answer = await _curl_exchange(engine, name, request, timeouts, expected_size, None, expected_size)
+        if answer.status != 200:
+            check_status(name, answer.status, answer.body)
+        if len(answer.body) > expected_size:
+            raise TransferFailed(name, f"larger than the {expected_size} bytes its block records")
+        actual = Multihash.of(answer.body, expected_hash.code)
+        problem = content_mismatch(expected_hash, expected_size, actual, len(answer.body))
+        if problem is not None:
+            raise TransferFailed(name, f"{problem} (corrupted in storage?)")
+        on_bytes(len(answer.body))
+        return answer.body
+
+    return await with_retries(name, attempt, timeouts, expected_size)
+
+
+async def _curl_exchange(
+    engine: CurlEngine,
+    name: str,
+    request: HttpRequest,
+    timeouts: Timeouts,
+    size: int,
+    body: bytes | None,
+    expected_size: int,
+) -> Answer:
+    """One attempt through libcurl; an answer longer than the object (or than an error document)
+    fails it without reading the rest."""
+    from smart_transfer.transfer.curl import BodyTooLarge
+
+    bound = max(expected_size, ERROR_BODY_BYTES)
+    try:
+        return await engine.exchange(request.url, request.headers, timeouts, size, body=body, max_bytes=bound)
+    except BodyTooLarge:
+        if body is not None:
+            raise TransferFailed(name, f"storage answered with more than {bound} bytes") from None
+        raise TransferFailed(name, f"larger than the {expected_size} bytes its block records") from None
 
 
 def _read_if_small(path: Path, may_read: bool) -> tuple[int, bytes | None]:
@@ -255,8 +325,12 @@ async def upload(
     on_bytes: Callable[[int], None],
     timeouts: Timeouts | None = None,
     limiter: RateLimiter | None = None,
+    engine: CurlEngine | None = None,
+    size_hint: int | None = None,
 ) -> int:
-    """PUT the file at ``path`` with the signed headers; raises TransferFailed or UrlExpired."""
+    """PUT the file at ``path`` with the signed headers; raises TransferFailed or UrlExpired. A file
+    that ``size_hint`` says is at most INLINE_WRITE_BYTES is read on the event loop (cheaper than a
+    thread hand-off); with an ``engine`` (and no rate limit) libcurl sends a small one."""
 
     async def throttled(source: BinaryIO) -> AsyncIterator[bytes]:
         assert limiter is not None
@@ -266,7 +340,14 @@ async def upload(
 
     timeouts = timeouts or Timeouts()
     # a small file is read once, off the event loop; a large one streams from disk at each attempt
-    size, small = await asyncio.to_thread(_read_if_small, path, limiter is None)
+    if size_hint is not None and size_hint <= INLINE_WRITE_BYTES:
+        size, small = _read_if_small(path, limiter is None)
+    else:
+        size, small = await asyncio.to_thread(_read_if_small, path, limiter is None)
+    if engine is not None and small is not None:
+        return await with_retries(
+            name, lambda: _curl_put(engine, request, name, small, on_bytes, timeouts), timeouts, size
+        )
     bounds = request_timeout(timeouts, size)
 
     async def attempt() -> int:
@@ -288,3 +369,21 @@ async def upload(
         return size
 
     return await with_retries(name, attempt, timeouts, size)
+
+
+async def _curl_put(
+    engine: CurlEngine,
+    request: HttpRequest,
+    name: str,
+    body: bytes,
+    on_bytes: Callable[[int], None],
+    timeouts: Timeouts,
+) -> int:
+    """One attempt of ``upload`` through libcurl (which sends the Content-Length)."""
+    answer = await _curl_exchange(engine, name, request, timeouts, len(body), body, 0)
+    if answer.status not in (200, 202):
+        check_status(name, answer.status, answer.body)
+    if _already_held(request, answer.status, answer.body):
+        return 0  # the server had it and answered before the body was sent (Expect: 100-continue)
+    on_bytes(len(body))
+    return len(body)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,8 @@ from smart_transfer.transfer.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from smart_transfer.transfer.curl import CurlEngine
 
 
 @dataclass(frozen=True)
@@ -135,10 +137,12 @@ class Meter:
 @dataclass(frozen=True)
 class Wire:
     """What object transfers run on: one pooled HTTP session, and the transfer slots they share (an
-    object holds one; a large object's extra ranges or parts take more from the same pool)."""
+    object holds one; a large object's extra ranges or parts take more from the same pool); small
+    objects to presigned URLs go through ``engine`` (libcurl) when there is one."""
 
     http: aiohttp.ClientSession
     slots: asyncio.Semaphore
+    engine: CurlEngine | None = None
 
 
 Work = Callable[[Wire, ObjectFile, Transfer, Meter], Awaitable[int]]
@@ -194,6 +198,22 @@ class KeepAlive:
             raise self._failure
 
 
+@contextlib.asynccontextmanager
+async def _engine(options: FlowOptions, presigned: bool) -> AsyncIterator[CurlEngine | None]:
+    """libcurl for the small objects of a transfer through presigned URLs (a channel that shares its
+    own session sends credentials the engine does not carry); none under a rate limit."""
+    if not presigned or options.limiter is not None:
+        yield None
+        return
+    from smart_transfer.transfer.curl import CurlEngine
+
+    engine = CurlEngine(options.parallel)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
 async def move_objects(
     options: FlowOptions,
     beat: KeepAlive,
@@ -212,8 +232,8 @@ async def move_objects(
     assert meter is not None
     shared = beat.channel.http_session()
     pool = contextlib.nullcontext(shared) if shared is not None else make_session(options.parallel, options.timeouts)
-    async with pool as http:
-        wire = Wire(http, asyncio.Semaphore(options.parallel))
+    async with pool as http, _engine(options, shared is None) as engine:
+        wire = Wire(http, asyncio.Semaphore(options.parallel), engine)
 
         async def one(item: ObjectFile, transfer: Transfer) -> int:
             moved = await work(wire, item, transfer, meter)

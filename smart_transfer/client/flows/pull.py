@@ -36,6 +36,8 @@ from smart_transfer.transfer.mover import Transfer
 if TYPE_CHECKING:
     import aiohttp
 
+    from smart_transfer.transfer.curl import CurlEngine
+
 
 def _diverged(name: str) -> DivergedError:
     return DivergedError(
@@ -233,7 +235,7 @@ async def _fetch_objects(
         files = await _from_peers(job, beat, meter, start, files, summary)
 
         async def fetch(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
-            return await _download(job, options.timeouts, wire.http, item, transfer, meter, wire.slots)
+            return await _download(job, options.timeouts, wire.http, item, transfer, meter, wire.slots, wire.engine)
 
         summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
         summary.objects_transferred += summary.objects_from_peers
@@ -256,6 +258,7 @@ async def _download(
     transfer: Transfer,
     meter: Meter,
     slots: asyncio.Semaphore | None = None,
+    engine: CurlEngine | None = None,
 ) -> int:
     """GET one object into the workspace, verified (hash and size) before it is put into place: a
     small object through memory (written on the event loop up to INLINE_WRITE_BYTES), a large one
@@ -279,7 +282,7 @@ async def _download(
     try:
         if ref.size <= SMALL_OBJECT_BYTES:
             data = await download_bytes(
-                http, transfer, ref.physical_hash, ref.size, on_bytes, timeouts, options.limiter
+                http, transfer, ref.physical_hash, ref.size, on_bytes, timeouts, options.limiter, engine
             )
             if ref.size <= INLINE_WRITE_BYTES:
                 # a few KiB cost less to write here than to hand to a worker thread (measured: a
@@ -290,7 +293,9 @@ async def _download(
             return ref.size
         if slots is not None and ref.size > options.large.range_threshold:
             ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))
-            verified = await download_ranges(http, ranged, options.large, on_bytes, timeouts, options.limiter, slots)
+            verified = await download_ranges(
+                http, ranged, options.large, on_bytes, timeouts, options.limiter, slots, engine
+            )
         else:
             verified = await download(
                 http, transfer, ref.physical_hash, ref.size, store.temp_path(), on_bytes, timeouts, options.limiter

@@ -182,6 +182,8 @@ async def _upload(
             meter.add_bytes,
             timeouts=options.timeouts,
             limiter=options.limiter,
+            engine=wire.engine,
+            size_hint=item.size,
         )
 
     return await move_objects(options, beat, files, page_limit, send)

@@ -1,0 +1,262 @@
+"""A compiled HTTP engine for small objects: libcurl's multi interface (pycurl) driven by the asyncio
+loop, with no thread.
+
+Why: a 4 KiB object costs aiohttp about 150-220 µs of client CPU per request here (building the
+request, parsing the answer, its futures and timers), libcurl about 50 µs (measured: 2,000 GETs at
+16 in parallel against the local Ceph gateway, 0.30-0.45 s against 0.09-0.11 s of CPU), and on a
+2-core machine the client's CPU is taken from the gateway's. libcurl tells us which sockets to watch
+(``M_SOCKETFUNCTION``) and when to wake it (``M_TIMERFUNCTION``); the loop watches them with
+``add_reader``/``add_writer`` and hands each event back (``socket_action``). Connections are kept
+alive in the multi handle's pool, at most ``parallel`` of them.
+
+Bounds: the connect timeout, and a total per attempt (``Timeouts.object_seconds``), are libcurl's own;
+"no byte for ``read`` seconds" is libcurl's low-speed check (under 1 byte/s for that long), which has
+whole-second resolution, so the read timeout is rounded up to the next second here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pycurl
+
+from smart_transfer.transfer.errors import StorageStalled, StorageUnreachable
+from smart_transfer.transfer.limits import Timeouts
+
+#: libcurl's codes for an attempt that ran out of time, and for a write callback that refused bytes.
+_TIMED_OUT = 28
+_WRITE_REFUSED = 23
+
+
+class BodyTooLarge(Exception):
+    """The answer's body passed the bound the exchange was given (nothing more of it was read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A finished exchange: the HTTP status, the body (what was not streamed to a sink) and, when
+    asked for, the headers (names in lower case)."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """Where the body of an answer with ``status`` goes as it arrives (a ranged GET's 206 into its
+    file), instead of memory; ``buffer_bytes``: libcurl's receive buffer (fewer, larger calls)."""
+
+    write: Callable[[bytes], object]
+    status: int
+    buffer_bytes: int
+
+
+class _Exchange:
+    """One request in flight: its future, its headers, and the body as it arrives (at most
+    ``max_bytes``), kept or handed to the sink."""
+
+    __slots__ = ("chunks", "failed", "future", "headers", "max_bytes", "received", "sink", "status")
+
+    def __init__(self, future: asyncio.Future[Answer], max_bytes: int, sink: Sink | None) -> None:
+        self.future = future
+        self.max_bytes = max_bytes
+        self.sink = sink
+        self.chunks: list[bytes] = []
+        self.headers: dict[str, str] = {}
+        self.status = 0
+        self.received = 0
+        self.failed: OSError | None = None
+
+    def header(self, line: bytes) -> None:
+        text = line.decode("latin-1").strip()
+        if text.startswith("HTTP/"):
+            self.status = int(text.split()[1])
+            self.headers.clear()  # a new block of headers (after a 100 Continue, or a redirect)
+        elif ":" in text:
+            name, value = text.split(":", 1)
+            self.headers[name.strip().lower()] = value.strip()
+
+    def write(self, chunk: bytes) -> int | None:
+        self.received += len(chunk)
+        if self.received > self.max_bytes:
+            return 0  # libcurl ends the transfer with a write error: nothing more is read
+        if self.sink is None or self.status != self.sink.status:
+            self.chunks.append(chunk)
+            return None
+        try:
+            self.sink.write(chunk)
+        except OSError as exc:
+            self.failed = exc
+            return 0
+        return None
+
+
+class CurlEngine:
+    """Runs HTTP exchanges on one libcurl multi handle, on the running loop (create it there)."""
+
+    def __init__(self, parallel: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._multi = pycurl.CurlMulti()
+        self._multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
+        self._multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
+        self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, parallel)
+        self._multi.setopt(pycurl.M_MAX_HOST_CONNECTIONS, parallel)
+        self._multi.setopt(pycurl.M_MAXCONNECTS, parallel)
+        self._timer: asyncio.TimerHandle | None = None
+        self._watched: set[int] = set()
+        self._idle: list[pycurl.Curl] = []
+        self._busy: dict[pycurl.Curl, _Exchange] = {}
+
+    # -- what libcurl asks of the loop -------------------------------------------------------------
+
+    def _on_socket(self, what: int, fd: int, multi: object, data: object) -> None:
+        loop = self._loop
+        if what == pycurl.POLL_REMOVE:
+            self._unwatch(fd)
+            return
+        self._watched.add(fd)
+        if what in (pycurl.POLL_IN, pycurl.POLL_INOUT):
+            loop.add_reader(fd, self._act, fd, pycurl.CSELECT_IN)
+        else:
+            loop.remove_reader(fd)
+        if what in (pycurl.POLL_OUT, pycurl.POLL_INOUT):
+            loop.add_writer(fd, self._act, fd, pycurl.CSELECT_OUT)
+        else:
+            loop.remove_writer(fd)
+
+    def _unwatch(self, fd: int) -> None:
+        if fd in self._watched:
+            self._watched.discard(fd)
+            self._loop.remove_reader(fd)
+            self._loop.remove_writer(fd)
+
+    def _on_timer(self, milliseconds: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if milliseconds >= 0:
+            self._timer = self._loop.call_later(milliseconds / 1000, self._act, pycurl.SOCKET_TIMEOUT, 0)
+
+    def _act(self, fd: int, event: int) -> None:
+        while True:
+            status, _ = self._multi.socket_action(fd, event)
+            if status != pycurl.E_CALL_MULTI_PERFORM:
+                break
+        self._collect()
+
+    def _collect(self) -> None:
+        while True:
+            queued, done, failed = self._multi.info_read()
+            for handle in done:
+                self._settle(handle, None)
+            for handle, code, message in failed:
+                self._settle(handle, (code, message))
+            if not queued:
+                return
+
+    def _settle(self, handle: pycurl.Curl, failure: tuple[int, str] | None) -> None:
+        exchange = self._busy.pop(handle)
+        self._multi.remove_handle(handle)
+        if not exchange.future.done():
+            if failure is None:
+                status = handle.getinfo(pycurl.RESPONSE_CODE)
+                answer = Answer(status, b"".join(exchange.chunks), exchange.headers)
+                exchange.future.set_result(answer)
+            else:
+                exchange.future.set_exception(_error(handle, exchange, *failure))
+        handle.reset()
+        self._idle.append(handle)
+
+    # -- exchanges ---------------------------------------------------------------------------------
+
+    async def exchange(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        size: int,
+        *,
+        body: bytes | None = None,
+        max_bytes: int,
+        sink: Sink | None = None,
+    ) -> Answer:
+        """GET ``url`` (or PUT ``body``) with ``headers``; the answer's body may be at most
+        ``max_bytes`` (else BodyTooLarge); an attempt at an object of ``size`` bytes is bounded
+        by ``timeouts``. Raises StorageUnreachable or StorageStalled when no answer came, OSError
+        when the ``sink`` could not write."""
+        handle = self._idle.pop() if self._idle else pycurl.Curl()
+        exchange = _Exchange(self._loop.create_future(), max_bytes, sink)
+        _configure(handle, url, headers, timeouts, size, body, exchange.write)
+        if sink is not None:
+            handle.setopt(pycurl.HEADERFUNCTION, exchange.header)
+            handle.setopt(pycurl.BUFFERSIZE, sink.buffer_bytes)
+        self._busy[handle] = exchange
+        self._multi.add_handle(handle)
+        try:
+            return await exchange.future
+        finally:
+            # still ours: cancelled while in flight (a settled handle may already serve another)
+            if self._busy.get(handle) is exchange:
+                del self._busy[handle]
+                self._multi.remove_handle(handle)
+                handle.close()
+
+    def close(self) -> None:
+        """Stop every exchange in flight and close the connections."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for handle in list(self._busy):
+            self._multi.remove_handle(handle)
+            handle.close()
+        self._busy.clear()
+        for handle in self._idle:
+            handle.close()
+        self._idle.clear()
+        self._multi.close()  # closes the pooled connections (each is unwatched through POLL_REMOVE)
+        for fd in list(self._watched):
+            self._unwatch(fd)
+
+
+def _configure(
+    handle: pycurl.Curl,
+    url: str,
+    headers: Mapping[str, str],
+    timeouts: Timeouts,
+    size: int,
+    body: bytes | None,
+    write: Callable[[bytes], int | None],
+) -> None:
+    """Set up ``handle`` for one attempt: exact bytes (no decompression, no proxy from the
+    environment, no headers of libcurl's own beyond Host, Content-Length and Accept)."""
+    listed = [f"{name}: {value}" for name, value in headers.items()]
+    if "Expect" not in headers:
+        listed.append("Expect:")  # an empty value: libcurl adds none of its own
+    handle.setopt(pycurl.URL, url)
+    handle.setopt(pycurl.HTTPHEADER, listed)
+    handle.setopt(pycurl.WRITEFUNCTION, write)
+    handle.setopt(pycurl.NOSIGNAL, 1)
+    handle.setopt(pycurl.PROXY, "")
+    handle.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(timeouts.connect * 1000)))
+    handle.setopt(pycurl.TIMEOUT_MS, max(1, int(timeouts.object_seconds(size) * 1000)))
+    handle.setopt(pycurl.LOW_SPEED_LIMIT, 1)
+    handle.setopt(pycurl.LOW_SPEED_TIME, max(1, math.ceil(timeouts.read)))
+    if body is not None:
+        handle.setopt(pycurl.UPLOAD, 1)
+        handle.setopt(pycurl.READFUNCTION, io.BytesIO(body).read)
+        handle.setopt(pycurl.INFILESIZE_LARGE, len(body))
+
+
+def _error(handle: pycurl.Curl, exchange: _Exchange, code: int, message: str) -> Exception:
+    """What a failed attempt means, in the terms ``http.with_retries`` retries on."""
+    if exchange.failed is not None:
+        return exchange.failed
+    if code == _WRITE_REFUSED and exchange.received > exchange.max_bytes:
+        return BodyTooLarge(exchange.max_bytes)
+    if code == _TIMED_OUT and handle.getinfo(pycurl.CONNECT_TIME) > 0:
+        return StorageStalled(message, no_byte="too slow" in message.lower())
+    return StorageUnreachable(message or f"libcurl error {code}")

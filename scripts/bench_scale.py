@@ -3,8 +3,9 @@ embedded store. For datasets of 1,000, 10,000 and 100,000 objects (one block eac
 of 25 new objects, then a pull of one new block into a copy of the pushing workspace. For each: wall
 time, the server's storage requests by kind (its /metrics: every call to its store, named by S3
 operation on both stores; on S3 a ref read's one-key listing is counted apart as LIST ref) and the
-metadata bytes of the session (its frames: messages and block tarballs). The figures should be flat
-in the dataset's size."""
+metadata bytes of the session (its frames: messages and block tarballs). Then a checkpoint of 20,000
+files and a 10-row change to it (10 new SST files and RocksDB's MANIFEST), pushed and pulled. The
+figures should be flat in the dataset's size."""
 
 from __future__ import annotations
 
@@ -21,11 +22,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.scale import grow  # the same builder the tests use
+from smart_transfer.repo import Workspace
+from tests.scale import (
+    RUNTIME_FILES,
+    commit_checkpoint,
+    grow,
+    sst_names,
+    ten_rows_changed,
+    write_checkpoint,
+)
 
 #: Objects each dataset holds before the change, and what one change adds.
 SIZES = (1_000, 10_000, 100_000)
 CHANGE = 25
+#: Files of the checkpoint the last part of the case changes by 10 rows.
+CHECKPOINT_FILES = 20_000
 #: How the table names the store operations.
 KINDS = {
     "ListObjectsV2": "LIST",
@@ -113,6 +124,32 @@ def _one_size(
     }
 
 
+def _checkpoint(cli: Sequence[str], env: dict[str, str], work: Path, store: str, url: str) -> dict[str, Any]:
+    """A checkpoint of CHECKPOINT_FILES files pushed and pulled, then a 10-row change to it (10 new SST
+    files and RocksDB's MANIFEST) pushed and pulled: the change's costs."""
+    name, root = "scale-checkpoint", work / f"scale-{store}-checkpoint"
+    pusher, puller, remote = root / "push", root / "pull", f"{url}/scale-checkpoint-{store}"
+    names = sorted([*sst_names(CHECKPOINT_FILES - len(RUNTIME_FILES)), *RUNTIME_FILES])
+    with Workspace(pusher) as opened:
+        commit_checkpoint(opened, name, write_checkpoint(root / "c1", names, "1"))
+    setup, _ = _cli(cli, env, "push", name, remote, "--workspace", str(pusher))
+    _cli(cli, env, "pull", remote, "--as", name, "--workspace", str(puller))
+    with Workspace(pusher) as opened:
+        changed = commit_checkpoint(opened, name, write_checkpoint(root / "c2", ten_rows_changed(names), "2"))
+    push_s, push_calls = _counted(url, cli, env, "push", name, remote, "--workspace", str(pusher))
+    pull_s, pull_calls = _counted(url, cli, env, "pull", name, "--workspace", str(puller))
+    shutil.rmtree(root)
+    return {
+        "setup_push_s": round(setup, 2),
+        "changed_files": changed.files,
+        "changed_pages": changed.pages,
+        "push_s": round(push_s, 3),
+        "push": dict(push_calls),
+        "pull_s": round(pull_s, 3),
+        "pull": dict(pull_calls),
+    }
+
+
 def scale_case(
     cli: Sequence[str],
     env: dict[str, str],
@@ -136,6 +173,11 @@ def scale_case(
                 record(f"z {store} {size // 1000}k push+{CHANGE}", "smart push", found["push_s"])
                 record(f"z {store} {size // 1000}k pull+1", "smart pull", found["pull_s"])
             shutil.rmtree(built)
+        for store, url in (("s3", s3_url), ("local", local_url)):
+            found = _checkpoint(cli, env, work, store, url)
+            results[f"{store} ckpt {CHECKPOINT_FILES // 1000}k"] = found
+            record(f"z {store} ckpt 20k 10 rows", "smart push", found["push_s"])
+            record(f"z {store} ckpt 20k pull", "smart pull", found["pull_s"])
     finally:
         local.terminate()
         local.wait(30)

@@ -60,3 +60,15 @@ def pages_to_send(manifests: Iterable[CheckpointManifest], held: set[Multihash])
             out[page_hash] = pages[page_hash]
             stack.extend(_children(pages[page_hash]))
     return out
+
+
+def files_listed(pages: Iterable[bytes]) -> set[Multihash] | None:
+    """The files the leaf pages among ``pages`` list; None when one of them is not a page (a format-1
+    manifest lists its files whole: the caller then takes every file)."""
+    files: set[Multihash] = set()
+    for data in pages:
+        obj = decode_object(data)
+        if not is_page(obj):
+            return None
+        files.update(f.physical_hash for f in decode_page(data, obj).files)
+    return files

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of
+from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.model.bulk import collector_paused
 from smart_transfer.model.manifest import CheckpointManifest, MissingPage, PageSource, decode_manifest, no_pages
-from smart_transfer.model.manifest_delta import pages_to_send
+from smart_transfer.model.manifest_delta import files_listed, pages_to_send
 from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
 from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
 from smart_transfer.storage.digest import bytes_mismatch
@@ -35,6 +35,27 @@ class Bundle:
     def objects(self) -> list[ObjectRef]:
         """Every object the blocks reference, checkpoint files included."""
         return objects_of(self.blocks, self.manifests)
+
+    def offered(self) -> list[ObjectRef]:
+        """What a sender offers the receiver: every object the blocks reference except the pages and
+        files under the manifest pages the receiver holds (it committed them with the checkpoint that
+        holds those pages), so a change to a large checkpoint offers the files around the change, not
+        every file of the state."""
+        if not self.held:
+            return self.objects()
+        sent = self.pages()
+        files = files_listed(sent.values())
+        if files is None:
+            return self.objects()
+        roots = {ref.physical_hash for ref in checkpoint_refs(self.blocks)}
+        return [
+            ref
+            for ref in self.objects()
+            if ref.kind is not ObjectKind.CHECKPOINT
+            or ref.physical_hash in roots
+            or ref.physical_hash in sent
+            or ref.physical_hash in files
+        ]
 
     def tarball(self) -> bytes:
         """The bundle as the protocol's metadata tarball."""

@@ -54,7 +54,7 @@ def _offer(path: Path, ref: ObjectRef, terms: UploadTerms) -> ObjectFile:
 
 def _with_md5(workspace: Workspace, dataset: DatasetRepository, bundle: Bundle, terms: UploadTerms) -> list[ObjectFile]:
     store = workspace.local_store
-    return [_offer(store.path_of(dataset.object_key(ref)), ref, terms) for ref in bundle.objects()]
+    return [_offer(store.path_of(dataset.object_key(ref)), ref, terms) for ref in bundle.offered()]
 
 
 async def push(

@@ -196,19 +196,20 @@ def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) ->
 
 @contextlib.contextmanager
 def _changing(path: Path) -> Iterator[None]:
-    """Hold the tokens file's lock (an OS lock on a hidden file beside it) while it is read, changed
-    and replaced, so two commands changing it at once both keep their change; waits at most
-    TOKENS_LOCK_WAIT_SECONDS for the other."""
-    target = Path(os.path.realpath(path))
+    """Hold an OS lock on the tokens file's directory while the file is read, changed and replaced, so
+    two commands changing it at once both keep their change (the file itself is replaced by a rename,
+    so it cannot carry the lock; the directory creates nothing, so a command that fails leaves nothing
+    behind). Waits at most TOKENS_LOCK_WAIT_SECONDS for the other."""
+    directory = Path(os.path.realpath(path)).parent
     try:
-        lock = open(target.with_name(f".{target.name}.lock"), "a+b")  # noqa: SIM115 - closed below
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         raise TokensFileError(f"cannot lock tokens file {path}: {exc.strerror or exc}") from None
-    with lock:
+    try:
         deadline = time.monotonic() + TOKENS_LOCK_WAIT_SECONDS
         while True:
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
@@ -218,6 +219,8 @@ def _changing(path: Path) -> Iterator[None]:
                     ) from None
                 time.sleep(0.02)
         yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def new_token() -> str:

@@ -73,8 +73,9 @@ def test_a_ten_row_change_pushes_a_few_percent_and_pulls_restore(
         assert incremental.objects_transferred == 1 + second.checkpoint_pages_stored + second.checkpoint_files_stored
         unchanged = files_in(a, dataset_name) - second.checkpoint_files_stored
         # offered and skipped: the files and pages around the change (under the manifest pages the server
-        # lacks), not every unchanged file of the state
-        assert 0 < incremental.objects_skipped < (unchanged + pages_in(a, dataset_name)) // 4
+        # lacks), not every unchanged file of the state: ~10 changed leaf pages of ~9 entries and their
+        # neighbours, about a quarter of a 1,000-file state (a 20,000-file one: test_checkpoint_pages)
+        assert 0 < incremental.objects_skipped < (unchanged + pages_in(a, dataset_name)) // 3
         assert second.checkpoint_files_stored <= 2 * 10 + 8  # <= 10 buckets x 2 files, + RocksDB's small files
         assert incremental.bytes_transferred < 0.05 * pushed.bytes_transferred
         new_bytes, whole = manifest_change(a, dataset_name, first.checkpoint, second.checkpoint)

@@ -114,6 +114,9 @@ class ObjectStore(ABC):
     #: Whether this store's presigned URLs point back at the server that owns it (the embedded
     #: store): that server must serve them, and redirecting a reader to them gains nothing.
     served_by_owner: bool = False
+    #: Whether each call is a network round trip (S3): then one listing page can cost less than a HEAD
+    #: per object; on a local disk a stat is cheaper than walking a directory.
+    round_trips: bool = True
 
     def local_path(self, key: str) -> Path | None:
         """Where ``key``'s bytes live on this machine's disk, for stores that keep them there."""

@@ -76,6 +76,7 @@ class LocalStore(ObjectStore):
     """Objects as files under ``root``; presigned URLs served by the smart-transfer server."""
 
     served_by_owner = True
+    round_trips = False
 
     def __init__(self, root: Path, public_url: str | None = None) -> None:
         self.root = Path(root).resolve()

@@ -22,6 +22,7 @@ from smart_transfer.protocol.errors import (
 from smart_transfer.repo import HeadMoved
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
+from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
 from smart_transfer.storage.base import stored_mismatch
 from smart_transfer.storage.digest import digest_chunks
@@ -33,12 +34,48 @@ MAX_LISTED_FAILURES = 20
 ObjectKey = tuple[ObjectKind, Multihash]
 
 
+#: Keys one listing page answers (S3's page).
+LISTING_PAGE_KEYS = 1000
+#: A listing of the dataset's data objects replaces the HEADs only when it takes at most one page per
+#: this many objects to check (a first push of many objects, onto a dataset that has few).
+OBJECTS_PER_LISTING_PAGE = 8
+
+
 def uncommitted_heads(dataset: DatasetRepository, refs: Sequence[ObjectRef]) -> dict[str, ObjectInfo | None]:
     """What the store holds under the key of each object of ``refs`` the index does not know as
-    committed (key → size and ETag, None when absent): one HEAD per such object, in parallel, and
-    never a listing, so the cost grows with the objects asked about, not with the dataset. A key
-    missing from the answer is committed."""
-    return dataset.store.head_many([dataset.object_key(ref) for ref in refs if not dataset.has_object(ref)])
+    committed (key → size and ETag, None when absent). One HEAD per such object, in parallel; or, for
+    data objects on a store of round trips, one listing of the dataset's data objects when the chain
+    says it takes at most one page per OBJECTS_PER_LISTING_PAGE objects asked about. Either way the
+    requests grow with the objects asked about, not with the dataset. A key missing from the answer
+    is committed."""
+    pending = [ref for ref in refs if not dataset.has_object(ref)]
+    data = [ref for ref in pending if ref.kind is ObjectKind.DATA]
+    listed = _small_listing(dataset, len(data)) if data else None
+    found: dict[str, ObjectInfo | None] = {}
+    if listed is not None:
+        found = {dataset.object_key(ref): listed.get(dataset.object_key(ref)) for ref in data}
+    found.update(
+        dataset.store.head_many(
+            [dataset.object_key(ref) for ref in pending if ref.kind is not ObjectKind.DATA or listed is None]
+        )
+    )
+    return found
+
+
+def _small_listing(dataset: DatasetRepository, count: int) -> dict[str, ObjectInfo] | None:
+    """The dataset's data objects, by key, when listing them is cheaper than ``count`` HEADs; None
+    otherwise (also when the listing runs past what the chain announced: HEADs then)."""
+    budget = count // OBJECTS_PER_LISTING_PAGE * LISTING_PAGE_KEYS
+    tip = dataset.index.tip(dataset.name)
+    committed = tip.sequence_number + 1 if tip is not None else 0  # at most one data object per block
+    if not dataset.store.round_trips or committed + count > budget:
+        return None
+    found: dict[str, ObjectInfo] = {}
+    for info in dataset.store.list(object_prefix(dataset.name, ObjectKind.DATA)):
+        if len(found) >= budget:
+            return None  # more than the chain suggested (leftovers of failed pushes): HEADs instead
+        found[info.key] = info
+    return found
 
 
 def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None) -> str | None:
@@ -65,7 +102,7 @@ def verify_uploads(
     fails). ``promised_etags``: the ETags this commit's uploads promised: the hex MD5 of an object sent
     in one PUT, the multipart ETag of its parts' MD5s for one sent in parts."""
     pending = [ref for ref in refs if not dataset.has_object(ref)]
-    heads = dataset.store.head_many([dataset.object_key(ref) for ref in pending])
+    heads = uncommitted_heads(dataset, pending)
     failures = []
     for ref in pending:
         info = heads[dataset.object_key(ref)]

@@ -162,3 +162,19 @@ def test_a_push_after_gc_deleted_its_staged_objects_uploads_them_again(
     _assert_bounded(calls, CHANGE)
     # the remote holds what the workspace holds: equal heads (verify exits 3 when they differ)
     summary(run_cli("verify", "big", f"{big_server.url}/big", "--json", workspace=_workspace(big_server)))
+
+
+def test_a_first_push_of_many_objects_lists_instead_of_a_head_each(big_server: ServerProcess, tmp_path: Path) -> None:
+    # onto a dataset with few objects, one listing page costs less than a HEAD per object (on S3): the
+    # requests still grow with the objects pushed (one page per 8 objects at most), never with the dataset
+    workspace = tmp_path / "fresh"
+    grow(workspace, "fresh", 200)
+    before = store_calls(big_server)
+    result = summary(run_cli("push", "fresh", f"{big_server.url}/fresh", "--json", workspace=workspace))
+    calls = store_calls(big_server) - before
+    assert result["objects_transferred"] == 200
+    if big_server.backend == "s3":
+        # one listing per negotiated page and one at commit, each a page or two of this small dataset
+        assert calls["HeadObject"] == 0 and 2 <= calls["ListObjectsV2"] <= 200 // 8, calls
+    else:  # a stat per object is cheaper than walking a directory
+        assert calls["ListObjectsV2"] == 0 and calls["HeadObject"] == 2 * 200, calls

@@ -101,11 +101,13 @@ def verify_uploads(
     """Check every object of ``refs`` the repository does not already hold (UploadInvalid if any
     fails). ``promised_etags``: the ETags this commit's uploads promised: the hex MD5 of an object sent
     in one PUT, the multipart ETag of its parts' MD5s for one sent in parts."""
-    pending = [ref for ref in refs if not dataset.has_object(ref)]
-    heads = uncommitted_heads(dataset, pending)
+    heads = uncommitted_heads(dataset, refs)  # the index decides once what is committed
     failures = []
-    for ref in pending:
-        info = heads[dataset.object_key(ref)]
+    for ref in refs:
+        key = dataset.object_key(ref)
+        if key not in heads:
+            continue  # committed
+        info = heads[key]
         etag = promised_etags.get((ref.kind, ref.physical_hash)) or dataset.index.staged_md5(
             dataset.name, ref.kind, ref.physical_hash
         )

@@ -333,7 +333,14 @@ class ServerSettings:
         """The embedded store, when no S3 bucket is configured (its presigned URLs name this server)."""
         from smart_transfer.storage.local import LocalStore
 
-        return None if self.s3_bucket is not None else LocalStore(self.root / "store", public_url=self.base_url(port))
+        if self.s3_bucket is not None:
+            return None
+        return LocalStore(self.embedded_root, public_url=self.base_url(port))
+
+    @property
+    def embedded_root(self) -> Path:
+        """Where the embedded store keeps its objects (created by the first server that uses it)."""
+        return self.root / "store"
 
     def open_store(self, port: int) -> ObjectStore:
         """The configured store: S3 when a bucket is given, else the embedded LocalStore."""

@@ -146,3 +146,14 @@ def test_objects_of_a_rewritten_history_are_collected_and_uploaded_again(
     assert run_cli("pull", url, workspace=tmp_path / "c").returncode == 0
     assert verify(tmp_path / "c", dataset_name, url)[1]["relation"] == "same"
     assert verify(tmp_path / "c", dataset_name)[0] == 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--dry-run", "--dataset", "sales"]])
+def test_gc_refuses_a_root_without_a_store_and_creates_nothing(tmp_path: Path, extra: list[str]) -> None:
+    # a mistyped --root used to leave an empty store directory behind (found by the CLI fuzzer)
+    root = tmp_path / "typo"
+    result = subprocess.run(
+        [*CLI, "gc", "--root", str(root), *extra], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "no store in" in result.stderr
+    assert sorted(tmp_path.iterdir()) == []

@@ -125,11 +125,17 @@ def _check_datasets_exist(store: ObjectStore, names: Sequence[str]) -> None:
             raise CliError(f"no dataset {name} in {store.describe()}")
 
 
+def _existing_store(settings: ServerSettings) -> ObjectStore:
+    """The configured store; gc never creates one (a mistyped --root would leave an empty one behind)."""
+    if settings.s3_bucket is None and not settings.embedded_root.is_dir():
+        raise CliError(f"no store in {settings.root} (nothing to collect; is --root right?)")
+    return settings.open_store(0)
+
+
 def run_gc(args: argparse.Namespace) -> int:
     from smart_transfer.repo.gc import collect_garbage
 
-    settings = settings_from(args, ServerSettings, None)
-    store = settings.open_store(0)
+    store = _existing_store(settings_from(args, ServerSettings, None))
     progress = _gc_progress if sys.stderr.isatty() else None
     try:
         _check_datasets_exist(store, args.datasets or ())

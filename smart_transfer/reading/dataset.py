@@ -119,6 +119,7 @@ class LocalDataset:
             size = None
         if size == entry.data.size:
             return path
+        self.workspace.lost.mark_quietly(self.name)
         if any(self.workspace.quarantine.glob(f"{entry.data.physical_hash}-*")):
             why = "was moved to quarantine by verify (it was corrupt)"
         else:

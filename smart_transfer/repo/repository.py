@@ -13,6 +13,7 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import WorkspaceNotFound
 from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import head_key
+from smart_transfer.repo.lost import LostObjects
 from smart_transfer.repo.remotes import Remotes
 from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.local import INTERNAL_DIR, LocalStore
@@ -84,6 +85,11 @@ class Workspace(Repository):
     def quarantine(self) -> Path:
         """Where ``verify`` moves corrupt objects (named ``{hash}-{random}``)."""
         return self.local_store.root / INTERNAL_DIR / "quarantine"
+
+    @property
+    def lost(self) -> LostObjects:
+        """The datasets known to have lost objects (the next pull checks and repairs them)."""
+        return LostObjects(self.local_store.root / INTERNAL_DIR / "lost")
 
     @staticmethod
     def default_root() -> Path:

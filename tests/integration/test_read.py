@@ -138,6 +138,31 @@ def test_reads_see_only_committed_data_during_and_after_a_killed_pull(
         assert [r["offset"] for r in tail(workspace, dataset_name, "-n", "2")] == [2448, 2449]
 
 
+def test_a_pull_looks_for_lost_objects_only_once_a_loss_is_known(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+) -> None:
+    # a whole chain's objects were verified when they arrived: a pull does not stat them all again (at
+    # 100,000 objects that was a second per pull); what finds a loss marks the dataset for the next pull
+    a, b = tmp_path / "a", tmp_path / "b"
+    url = f"{smart_server.url}/{dataset_name}"
+    add_slices(a, dataset_name, tmp_path / "in", [10, 10])
+    summary(run_cli("push", dataset_name, url, "--json", workspace=a))
+    summary(run_cli("pull", url, "--json", workspace=b))
+    with SyncClient(b) as client:
+        first, _ = client.dataset(dataset_name).slices()
+    (b / "store" / dataset_name / "data" / str(first.data.physical_hash)).unlink()  # by hand: nobody knows
+    assert summary(run_cli("pull", dataset_name, "--json", workspace=b))["objects_repaired"] == 0
+
+    out = tmp_path / "out.csv"
+    one_line_error(run_cli("export", dataset_name, str(out), workspace=b), 1, "is missing from the workspace")
+    repaired = summary(run_cli("pull", dataset_name, "--json", workspace=b))  # the read marked the loss
+    assert (repaired["objects_repaired"], repaired["objects_transferred"]) == (1, 1)
+    assert run_cli("export", dataset_name, str(out), workspace=b).returncode == 0
+    assert len(out.read_text().splitlines()) == 21
+    again = summary(run_cli("pull", dataset_name, "--json", workspace=b))  # the repair cleared the mark
+    assert (again["objects_repaired"], again["up_to_date"]) == (0, True)
+
+
 def test_a_missing_or_quarantined_slice_is_named_and_a_pull_repairs_it(
     smart_server: ServerProcess, dataset_name: str, tmp_path: Path
 ) -> None:

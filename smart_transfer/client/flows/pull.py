@@ -62,10 +62,11 @@ def _attach_pulled(dataset: DatasetRepository, local: LocalChain, start: PullSta
     return base
 
 
-def _repairs(dataset: DatasetRepository, base: ChainTip | None) -> list[ObjectRef]:
+def _repairs(dataset: DatasetRepository, base: ChainTip | None, loss: str | None) -> list[ObjectRef]:
     """Objects the kept part of the local chain references that are not (whole) in the workspace
-    (e.g. moved to quarantine by verify): the pull fetches them again."""
-    if base is None:
+    (e.g. moved to quarantine by verify): the pull fetches them again. Looked for only when a loss is
+    known (``loss``: the mark's token, see ``repo.lost``); a whole chain's objects are otherwise present."""
+    if base is None or loss is None:
         return []
     # committed blocks were validated when they were: a light parse finds what they reference
     refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
@@ -225,7 +226,8 @@ async def _fetch_objects(
     try:
         await asyncio.to_thread(_store_manifests, dataset, bundle.manifests.values())
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
-        repairs = await asyncio.to_thread(_repairs, dataset, base)
+        loss = workspace.lost.seen(dataset.name)
+        repairs = await asyncio.to_thread(_repairs, dataset, base, loss)
         summary.objects_skipped = len(refs) - len(missing)
         summary.objects_repaired = len(repairs)
         known = {(r.kind, r.physical_hash) for r in missing}
@@ -243,6 +245,8 @@ async def _fetch_objects(
     finally:
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
+    if loss is not None:
+        workspace.lost.clear(dataset.name, loss)
     summary.new_head = str(new_tip.head) if new_tip is not None else summary.old_head
     summary.blocks = len(bundle.blocks)
     summary.up_to_date = not bundle.blocks

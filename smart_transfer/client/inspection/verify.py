@@ -59,6 +59,8 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
     manifests = _manifests(workspace, dataset, blocks, report)
     for ref in objects_of(blocks, manifests):
         _check_object(workspace, dataset, ref, report)
+    if report.problems:
+        workspace.lost.mark(dataset.name)  # the next pull checks the whole chain and fetches what is lost
     return report, blocks
 
 

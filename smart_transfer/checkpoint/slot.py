@@ -7,15 +7,17 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from smart_transfer.checkpoint.files import restore
-from smart_transfer.model import AddData, Multihash, NewBlock
+from smart_transfer.model import AddData, Multihash, NewBlock, ObjectKind, ObjectRef
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.repo.dataset import DatasetRepository
 
 CURRENT = "current"
+#: Between a manifest hash and the suffix of a checkpoint installed again (``cp-{hash}~{token}``).
+AGAIN = "~"
 
 
 class CheckpointSlot:
@@ -34,31 +36,47 @@ class CheckpointSlot:
             target = os.readlink(self.current)
         except (FileNotFoundError, OSError):
             return None
-        return Multihash.parse(target.removeprefix("cp-"))
+        return Multihash.parse(target.removeprefix("cp-").split(AGAIN)[0])
 
     def path_for(self, manifest_hash: Multihash) -> Path:
         return self.directory / f"cp-{manifest_hash}"
 
-    def switch_to(self, manifest_hash: Multihash) -> None:
-        """Point ``current`` at an existing ``cp-{hash}`` directory, atomically; prune the others."""
+    def switch_to(self, directory: Path) -> None:
+        """Point ``current`` at an existing checkpoint directory of the slot, atomically; prune the others."""
         link = self.directory / f".link-{secrets.token_hex(6)}"
-        os.symlink(f"cp-{manifest_hash}", link)
+        os.symlink(directory.name, link)
         os.replace(link, self.current)
         for old in self.directory.glob("cp-*"):
-            if old.name != f"cp-{manifest_hash}":
+            if old.name != directory.name:
                 shutil.rmtree(old, ignore_errors=True)
 
-    def install(self, dataset: DatasetRepository, manifest: CheckpointManifest) -> Path:
-        """Restore ``manifest`` from the workspace's objects (verified) and make it current."""
+    def install(self, dataset: DatasetRepository, manifest: CheckpointManifest, *, again: bool = False) -> Path:
+        """Restore ``manifest`` from the workspace's objects (verified) and make it current; ``again``: even
+        when it is current (its files were repaired: the installed ones may be links to the damaged ones)."""
         manifest_hash = manifest.hash()
-        if self.current_hash() == manifest_hash:
+        if self.current_hash() == manifest_hash and not again:
             return self.current
         self.directory.mkdir(parents=True, exist_ok=True)
         destination = self.path_for(manifest_hash)
+        if again:
+            destination = destination.with_name(f"{destination.name}{AGAIN}{secrets.token_hex(4)}")
         if not destination.exists():
             restore(dataset, manifest, destination)
-        self.switch_to(manifest_hash)
+        self.switch_to(destination)
         return self.current
+
+
+def install_repaired(workspace_root: Path, dataset: DatasetRepository, repaired: Collection[ObjectRef]) -> None:
+    """After a pull repaired checkpoint files: install the current checkpoint again if it holds one of
+    them (its immutable files are hard links to their objects, so the damage was in it too)."""
+    slot = CheckpointSlot(workspace_root, dataset.name)
+    current = slot.current_hash()
+    hashes = {ref.physical_hash for ref in repaired if ref.kind is ObjectKind.CHECKPOINT}
+    if current is None or not hashes:
+        return
+    manifest = dataset.read_manifest(ObjectRef(ObjectKind.CHECKPOINT, current, 0))  # the key needs no size
+    if hashes & {item.physical_hash for item in manifest.files}:
+        slot.install(dataset, manifest, again=True)
 
 
 def latest_checkpoint(blocks: Sequence[NewBlock]) -> Multihash | None:

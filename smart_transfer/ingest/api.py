@@ -149,7 +149,7 @@ def _commit(
     destination = slot.path_for(manifest_hash)
     if not destination.exists():
         outcome.checkpoint_dir.rename(destination)
-    slot.switch_to(manifest_hash)
+    slot.switch_to(destination)
     return {
         "head": str(tip.head),
         "data_slice": str(digest.multihash),

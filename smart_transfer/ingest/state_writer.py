@@ -22,7 +22,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.functions import arrow_udf
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from smart_transfer.checkpoint.files import snapshot
+from smart_transfer.checkpoint.files import link_or_copy, snapshot
 from smart_transfer.ingest.dedup import KEY, KEY_HASH, ROW_HASH
 from smart_transfer.ingest.state import (
     SOURCE_PREFIX,
@@ -114,13 +114,6 @@ def assemble_sources(previous_dir: Path | None, fingerprints: list[bytes], work:
     (destination / STATE_FILE).write_bytes(IngestState(()).encode())
 
 
-def _link(source: Path, destination: Path) -> None:
-    try:
-        os.link(source, destination)
-    except OSError:  # another filesystem: copy
-        shutil.copyfile(source, destination)
-
-
 def assemble(
     previous: IngestState | None,
     previous_dir: Path | None,
@@ -142,7 +135,7 @@ def assemble(
         else:  # untouched: the previous files, linked (RocksDB moves its own link into the database)
             assert previous is not None and previous_dir is not None
             old = previous.buckets[bucket]
-            _link(previous_dir / old.sst, staged / f"carried-{bucket:05d}.sst")
+            link_or_copy(previous_dir / old.sst, staged / f"carried-{bucket:05d}.sst")
             sst_paths.append(str(staged / f"carried-{bucket:05d}.sst"))
             mirrors[bucket] = previous_dir / old.mirror
     db = Rdict(str(work / "db"), Options(raw_mode=True))
@@ -157,7 +150,7 @@ def assemble(
         db.close()
     buckets = {}
     for bucket, mirror in mirrors.items():
-        _link(mirror, destination / mirror.name)
+        link_or_copy(mirror, destination / mirror.name)
         keys = written.get(bucket) or (previous.buckets[bucket].keys if previous else 0)
         buckets[bucket] = Bucket(names[bucket], mirror.name, keys)
     recorded = IngestState(state.primary_key, state.depth, sum(b.keys for b in buckets.values()), buckets)

@@ -164,6 +164,40 @@ def test_a_lost_page_is_reported_then_fetched_again(
         assert report.ok, report.problems
 
 
+def test_a_pulled_checkpoint_links_its_sst_files_and_a_repair_installs_it_again(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+) -> None:
+    # restoring a checkpoint copied every file: a 10-row change to a state of hundreds of GiB copied it all
+    url = f"{smart_server.url}/{dataset_name}"
+    names = sorted([*sst_names(40), *RUNTIME_FILES])
+    with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
+        stored = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))
+        with SyncClient(a) as client:
+            client.push(dataset_name, url)
+        with SyncClient(b) as client:
+            client.pull(url)
+        installed = CheckpointSlot(b.root, dataset_name).current
+        objects = {
+            f.name: b.local_store.path_of(object_key(dataset_name, ObjectKind.CHECKPOINT, f.physical_hash))
+            for f in stored.manifest.files
+        }
+        shared = {name for name, path in objects.items() if (installed / name).samefile(path)}
+        assert shared == set(sst_names(40))  # SST files are links to their objects; RocksDB's own files copies
+        assert all((installed / name).read_bytes() == name.encode() for name in sst_names(40))
+
+        victim = objects["000007.sst"]
+        victim.write_bytes(b"x" * victim.stat().st_size)  # damage in place reaches the installed file too
+        report, _ = verify_local(b, dataset_name)
+        assert report.quarantined == [f"checkpoints/{stored.manifest.files[7].physical_hash}"]
+        with SyncClient(b) as client:
+            assert client.pull(url).objects_repaired == 1
+        installed = CheckpointSlot(b.root, dataset_name).current
+        assert (installed / "000007.sst").read_bytes() == b"000007.sst"
+        assert (installed / "000007.sst").samefile(objects["000007.sst"])
+        assert len(list(installed.parent.glob("cp-*"))) == 1  # the damaged installation is gone
+        assert verify_local(b, dataset_name)[0].ok
+
+
 def test_a_tarball_without_a_page_the_server_lacks_is_refused(
     smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.files import store_manifest
-from smart_transfer.checkpoint.slot import install_latest
+from smart_transfer.checkpoint.slot import install_latest, install_repaired
 from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
@@ -246,6 +246,7 @@ async def _fetch_objects(
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
     if loss is not None:
+        await asyncio.to_thread(install_repaired, workspace.root, dataset, repairs)
         workspace.lost.clear(dataset.name, loss)
     summary.new_head = str(new_tip.head) if new_tip is not None else summary.old_head
     summary.blocks = len(bundle.blocks)

@@ -16,7 +16,7 @@ import httpx
 import orjson
 import pytest
 
-from smart_transfer.checkpoint.files import store_checkpoint, store_manifest
+from smart_transfer.checkpoint.files import StoredCheckpoint, store_checkpoint, store_manifest
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.client import SyncClient
 from smart_transfer.client.flows import push as push_flow
@@ -142,17 +142,23 @@ def test_format_one_manifests_still_sync_and_verify(
         assert restored is not None and len(list(restored.iterdir())) == len(ten_rows_changed(names))
 
 
+def synced(a: Workspace, b: Workspace, name: str, url: str, directory: Path) -> StoredCheckpoint:
+    """The checkpoint at ``directory`` committed in ``a``, pushed to ``url`` and pulled into ``b``."""
+    stored = commit_checkpoint(a, name, directory)
+    with SyncClient(a) as client:
+        client.push(name, url)
+    with SyncClient(b) as client:
+        client.pull(url)
+    return stored
+
+
 def test_a_lost_page_is_reported_then_fetched_again(
     smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"{smart_server.url}/{dataset_name}"
     names = sorted([*sst_names(300), *RUNTIME_FILES])
     with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
-        stored = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))
-        with SyncClient(a) as client:
-            client.push(dataset_name, url)
-        with SyncClient(b) as client:
-            client.pull(url)
+        stored = synced(a, b, dataset_name, url, write_checkpoint(tmp_path / "c1", names, "1"))
         monkeypatch.setattr(dataset_module, "PAGES", PageCache(0))  # no page read before is remembered
         lost = stored.manifest.all_pages()[1][0]
         b.local_store.path_of(object_key(dataset_name, ObjectKind.CHECKPOINT, lost)).unlink()
@@ -171,11 +177,7 @@ def test_a_pulled_checkpoint_links_its_sst_files_and_a_repair_installs_it_again(
     url = f"{smart_server.url}/{dataset_name}"
     names = sorted([*sst_names(40), *RUNTIME_FILES])
     with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
-        stored = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))
-        with SyncClient(a) as client:
-            client.push(dataset_name, url)
-        with SyncClient(b) as client:
-            client.pull(url)
+        stored = synced(a, b, dataset_name, url, write_checkpoint(tmp_path / "c1", names, "1"))
         installed = CheckpointSlot(b.root, dataset_name).current
         objects = {
             f.name: b.local_store.path_of(object_key(dataset_name, ObjectKind.CHECKPOINT, f.physical_hash))

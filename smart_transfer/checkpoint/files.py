@@ -12,6 +12,7 @@ from rocksdict import AccessType, Checkpoint, Options, Rdict
 
 from smart_transfer.model import ObjectRef
 from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, build_manifest, is_immutable
+from smart_transfer.model.manifest_file import MIRROR_PREFIX, MIRROR_SUFFIX
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.layout import ObjectKind
 from smart_transfer.storage.digest import digest_file
@@ -89,20 +90,25 @@ def link_or_copy(source: Path, destination: Path) -> bool:
         return False
 
 
+def linkable(item: CheckpointFile) -> bool:
+    """Whether nothing rewrites the file in place: RocksDB's SST and blob files, ingest's key mirrors."""
+    return item.immutable or (item.name.startswith(MIRROR_PREFIX) and item.name.endswith(MIRROR_SUFFIX))
+
+
 def _restore_file(source: Path, item: CheckpointFile, destination: Path) -> None:
-    """One file of a restore. An immutable one (RocksDB never rewrites an SST or blob file) is hard-linked
-    to its object, as RocksDB's own checkpoints link SST files: a pull of a 10-row change to a state of
-    hundreds of GiB would otherwise copy all of it. Its object was verified when it was put into place,
-    so its size is checked; a copy (a mutable file, or where links cannot be made) is hashed."""
+    """One file of a restore. A ``linkable`` one is hard-linked to its object, as RocksDB's own
+    checkpoints link SST files: a pull of a 10-row change to a state of hundreds of GiB would otherwise
+    copy all of it. Its object was verified when it was put into place, so its size is checked; a copy
+    (a file RocksDB changes, or where links cannot be made) is hashed."""
     try:
         size = source.stat().st_size
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint file {item.name} ({item.physical_hash}) is missing") from None
     if size != item.size:
         raise CheckpointError(f"checkpoint file {item.name} does not match its hash ({size} bytes, not {item.size})")
-    if item.immutable and link_or_copy(source, destination):
+    if linkable(item) and link_or_copy(source, destination):
         return
-    if not item.immutable:
+    if not linkable(item):
         shutil.copyfile(source, destination)
     digest = digest_file(destination, item.physical_hash.code)
     if digest.mismatch(item.physical_hash, item.size) is not None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from smart_transfer.checkpoint.files import restore
+from smart_transfer.checkpoint.files import file_ref, linkable, restore
 from smart_transfer.model import AddData, Multihash, NewBlock, ObjectKind, ObjectRef
-from smart_transfer.model.manifest import CheckpointManifest
+from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest
 from smart_transfer.repo.dataset import DatasetRepository
 
 CURRENT = "current"
@@ -66,17 +66,24 @@ class CheckpointSlot:
         return self.current
 
 
-def install_repaired(workspace_root: Path, dataset: DatasetRepository, repaired: Collection[ObjectRef]) -> None:
-    """After a pull repaired checkpoint files: install the current checkpoint again if it holds one of
-    them (its immutable files are hard links to their objects, so the damage was in it too)."""
+def install_checked(workspace_root: Path, dataset: DatasetRepository) -> None:
+    """After a pull repaired lost objects: install the current checkpoint again unless each of its linked
+    files is still its object (a damaged object moved to quarantine is the installed file too)."""
     slot = CheckpointSlot(workspace_root, dataset.name)
     current = slot.current_hash()
-    hashes = {ref.physical_hash for ref in repaired if ref.kind is ObjectKind.CHECKPOINT}
-    if current is None or not hashes:
+    if current is None:
         return
     manifest = dataset.read_manifest(ObjectRef(ObjectKind.CHECKPOINT, current, 0))  # the key needs no size
-    if hashes & {item.physical_hash for item in manifest.files}:
+    if not all(_still_linked(slot.current / item.name, dataset, item) for item in manifest.files if linkable(item)):
         slot.install(dataset, manifest, again=True)
+
+
+def _still_linked(installed: Path, dataset: DatasetRepository, item: CheckpointFile) -> bool:
+    source = dataset.store.local_path(dataset.object_key(file_ref(item)))
+    try:
+        return source is not None and os.path.samefile(installed, source)
+    except OSError:
+        return False
 
 
 def latest_checkpoint(blocks: Sequence[NewBlock]) -> Multihash | None:

@@ -59,12 +59,18 @@ def _installed_checkpoint(workspace: Workspace, dataset: DatasetRepository, chai
     objects when the slot lags behind (None: the chain has none)."""
     if chain.checkpoint is None:
         return None
+    if workspace.lost.seen(dataset.name):
+        # the installed checkpoint's files are links to objects, which may be the damaged ones
+        raise IngestError(
+            f"{dataset.name}: verify or a read found objects of it lost; pull it first (that fetches them)"
+        )
     slot = CheckpointSlot(workspace.root, dataset.name)
     if slot.current_hash() == chain.checkpoint.physical_hash and slot.current.exists():
         return slot.current
     try:
         return slot.install(dataset, dataset.read_manifest(chain.checkpoint))
     except (CheckpointError, RepositoryError) as exc:
+        workspace.lost.mark_quietly(dataset.name)  # the pull it asks for looks for what is lost
         raise IngestError(f"{dataset.name}: its latest checkpoint is not usable here ({exc}); pull it again") from None
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from smart_transfer.model.manifest_file import MIRROR_PREFIX, MIRROR_SUFFIX
+
 STATE_FILE = "ingest-state.json"
 FORMAT = "smart-transfer/ingest-state/1"
 SOURCE_PREFIX = b"source:"
@@ -102,7 +104,7 @@ def sst_name(depth: int, bucket: int) -> str:
 
 
 def mirror_name(depth: int, bucket: int) -> str:
-    return f"keys-{depth:02d}-{bucket:05d}.parquet"
+    return f"{MIRROR_PREFIX}{depth:02d}-{bucket:05d}{MIRROR_SUFFIX}"
 
 
 def db_key(key_json: bytes) -> bytes:

@@ -17,6 +17,10 @@ _FILE_NAME = re.compile(FILE_NAME_PATTERN)
 _FILE_KEYS = {"name", "physical_hash", "size", "immutable"}
 
 
+#: Ingest's key mirrors, ``keys-{depth}-{bucket}.parquet``: written once, linked into later checkpoints.
+MIRROR_PREFIX, MIRROR_SUFFIX = "keys-", ".parquet"
+
+
 def is_immutable(name: str) -> bool:
     """RocksDB never rewrites SST and blob files; MANIFEST, CURRENT, OPTIONS and logs change."""
     return name.endswith((".sst", ".blob"))

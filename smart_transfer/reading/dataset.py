@@ -119,7 +119,7 @@ class LocalDataset:
             size = None
         if size == entry.data.size:
             return path
-        self.workspace.lost.mark_quietly(self.name)
+        marked = self.workspace.lost.mark_quietly(self.name)  # the pull it asks for looks for what is lost
         if any(self.workspace.quarantine.glob(f"{entry.data.physical_hash}-*")):
             why = "was moved to quarantine by verify (it was corrupt)"
         else:
@@ -127,7 +127,7 @@ class LocalDataset:
         raise LocalError(
             ErrorCode.OBJECT_NOT_FOUND,
             f"{self.name}: data slice {entry.data.physical_hash} (block {entry.sequence_number}, offsets "
-            f"{entry.first_offset}-{entry.last_offset}) {why}; `smart-transfer pull {self.name}` fetches it again",
+            f"{entry.first_offset}-{entry.last_offset}) {why}; {_repair_advice(self.name, marked)}",
         )
 
     # -- rows ------------------------------------------------------------------------------------
@@ -236,3 +236,10 @@ def open_dataset(workspace: Path | str | None, name: str) -> LocalDataset:
 def _read_rows(path: Path, entry: SliceEntry, selection: Selection) -> pa.Table:
     """The selected records of one slice file (see repo.rows.read_rows)."""
     return read_rows(pq.ParquetFile(path), entry, selection.first, selection.last)
+
+
+def _repair_advice(name: str, marked: bool) -> str:
+    """How to get a lost slice back: a pull, once the loss is marked (see ``repo.lost``)."""
+    if marked:
+        return f"`smart-transfer pull {name}` fetches it again"
+    return f"`smart-transfer verify {name}` (as the workspace's owner), then `pull {name}`, fetches it again"

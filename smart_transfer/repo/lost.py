@@ -3,49 +3,50 @@
 Every object of a committed local chain was verified before it was renamed into place, so a pull need
 not look for holes in what it already has: that look is a stat per object the dataset ever had (100,000
 objects: about a second per pull). A hole appears only by damage from outside (a file deleted or changed
-by hand, a disk error); what finds one (``verify``, which also moves corrupt objects to quarantine, or a
-read that meets a missing slice) marks the dataset here, and the next pull checks the whole kept chain,
-fetches what is missing and clears the mark. A mark is a file named after the dataset holding a random
-token: a pull clears the mark only when it still holds the token the pull saw before it checked, so damage
-found while a pull runs is repaired by the next one."""
+by hand, a disk error); what finds one (``verify``, which also moves corrupt objects to quarantine, a read
+that meets a missing slice, an ingest that cannot install its checkpoint) marks the dataset here, and the
+next pull checks the whole kept chain, fetches what is missing and clears the marks it saw. Each mark is
+a file of its own (``{dataset}/{token}``): a pull removes exactly the marks it saw before it checked, so
+damage found while a pull runs is repaired by the next one."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
+from collections.abc import Collection
 from pathlib import Path
 
 
 class LostObjects:
-    """The marks of datasets with lost objects, files in ``directory``."""
+    """The marks of datasets with lost objects, under ``directory``."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
     def mark(self, name: str) -> None:
-        """Record that dataset ``name`` lost objects (a new token: a pull running now does not clear it)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        token = secrets.token_hex(8)
-        temporary = self.directory / f".{name}.{token}"
-        temporary.write_text(token)
-        os.replace(temporary, self.directory / name)
+        """Record that dataset ``name`` lost objects (a new mark: a pull running now does not clear it)."""
+        marks = self.directory / name
+        marks.mkdir(parents=True, exist_ok=True)
+        (marks / secrets.token_hex(8)).touch()
 
-    def mark_quietly(self, name: str) -> None:
-        """``mark``, for a reader that reports the damage anyway: a workspace it may not write stays unmarked
-        (``verify`` marks it when run by its owner)."""
-        with contextlib.suppress(OSError):
-            self.mark(name)
-
-    def seen(self, name: str) -> str | None:
-        """The token of the mark of ``name``, or None when no loss is known."""
+    def mark_quietly(self, name: str) -> bool:
+        """``mark``, for a reader that reports the damage anyway; False when the workspace may not be
+        written (the reader then says to run ``verify``, which its owner can)."""
         try:
-            return (self.directory / name).read_text()
-        except FileNotFoundError:
-            return None
+            self.mark(name)
+        except OSError:
+            return False
+        return True
 
-    def clear(self, name: str, token: str) -> None:
-        """Remove the mark of ``name`` if it still holds ``token`` (the repair that saw it succeeded)."""
-        if self.seen(name) == token:
+    def seen(self, name: str) -> frozenset[str]:
+        """The marks of ``name`` (empty when no loss is known)."""
+        try:
+            return frozenset(path.name for path in (self.directory / name).iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset()
+
+    def clear(self, name: str, marks: Collection[str]) -> None:
+        """Remove ``marks`` of ``name`` (the repair that saw them succeeded); newer ones stay."""
+        for mark in marks:
             with contextlib.suppress(FileNotFoundError):
-                (self.directory / name).unlink()
+                (self.directory / name / mark).unlink()

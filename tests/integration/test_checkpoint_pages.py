@@ -19,10 +19,13 @@ import pytest
 from smart_transfer.checkpoint.files import StoredCheckpoint, store_checkpoint, store_manifest
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.client import SyncClient
+from smart_transfer.client.flows import pull as pull_flow
 from smart_transfer.client.flows import push as push_flow
 from smart_transfer.client.flows.push import local_bundle
 from smart_transfer.client.inspection.verify import verify_local
 from smart_transfer.errors import SmartTransferError
+from smart_transfer.ingest.api import IngestError, _installed_checkpoint
+from smart_transfer.ingest.schema import chain_state
 from smart_transfer.model import Multihash, ObjectKind
 from smart_transfer.model.events import AddData, Checkpoint
 from smart_transfer.model.manifest import CheckpointFile, CheckpointManifest, build_manifest
@@ -166,12 +169,17 @@ def test_a_lost_page_is_reported_then_fetched_again(
         assert not report.ok and any(f"page {lost} is missing" in p for p in report.problems), report.problems
         with SyncClient(b) as client:
             assert client.pull(url).objects_repaired == 1
+        # the files below a lost page are known once it is back: the mark stays for the next pull
+        assert b.lost.seen(dataset_name)
+        with SyncClient(b) as client:
+            assert client.pull(url).objects_repaired == 0
+        assert not b.lost.seen(dataset_name)
         report, _ = verify_local(b, dataset_name)
         assert report.ok, report.problems
 
 
 def test_a_pulled_checkpoint_links_its_sst_files_and_a_repair_installs_it_again(
-    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # restoring a checkpoint copied every file: a 10-row change to a state of hundreds of GiB copied it all
     url = f"{smart_server.url}/{dataset_name}"
@@ -191,8 +199,21 @@ def test_a_pulled_checkpoint_links_its_sst_files_and_a_repair_installs_it_again(
         victim.write_bytes(b"x" * victim.stat().st_size)  # damage in place reaches the installed file too
         report, _ = verify_local(b, dataset_name)
         assert report.quarantined == [f"checkpoints/{stored.manifest.files[7].physical_hash}"]
+        assert b.lost.seen(dataset_name)
+        with pytest.raises(IngestError, match="pull it first"):  # it would continue from the damaged state
+            _installed_checkpoint(b, b.dataset(dataset_name), chain_state(b.dataset(dataset_name)))
+
+        def killed(*_: object) -> None:
+            raise KeyboardInterrupt  # the pull dies after its commit, before it checked the installation
+
+        monkeypatch.setattr(pull_flow, "install_checked", killed)
+        with SyncClient(b) as client, pytest.raises(KeyboardInterrupt):
+            client.pull(url)
+        assert b.lost.seen(dataset_name)  # still marked: the next pull checks again
+        monkeypatch.undo()
         with SyncClient(b) as client:
-            assert client.pull(url).objects_repaired == 1
+            assert client.pull(url).objects_repaired == 0  # fetched by the killed pull
+        assert not b.lost.seen(dataset_name)
         installed = CheckpointSlot(b.root, dataset_name).current
         assert (installed / "000007.sst").read_bytes() == b"000007.sst"
         assert (installed / "000007.sst").samefile(objects["000007.sst"])

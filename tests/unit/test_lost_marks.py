@@ -1,4 +1,4 @@
-"""A dataset's lost-objects mark: set by what finds damage, cleared only by the repair that saw it."""
+"""A dataset's lost-objects marks: set by what finds damage, cleared only by the repair that saw them."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ from smart_transfer.repo.lost import LostObjects
 
 def test_a_mark_is_cleared_only_by_the_pull_that_saw_it(tmp_path: Path) -> None:
     lost = LostObjects(tmp_path / "lost")
-    assert lost.seen("sales") is None
+    assert lost.seen("sales") == frozenset()
     lost.mark("sales")
     seen = lost.seen("sales")
-    assert seen is not None
-    lost.mark("sales")  # damage found while the pull ran: a new token
+    assert len(seen) == 1
+    lost.mark("sales")  # damage found while the pull ran: a mark of its own
     lost.clear("sales", seen)
-    assert lost.seen("sales") not in (None, seen)
-    lost.clear("sales", lost.seen("sales") or "")
-    assert lost.seen("sales") is None and sorted(p.name for p in (tmp_path / "lost").iterdir()) == []
+    left = lost.seen("sales")
+    assert len(left) == 1 and not left & seen
+    lost.clear("sales", left)
+    assert lost.seen("sales") == frozenset() and lost.seen("other") == frozenset()
 
 
 def test_a_reader_that_may_not_write_leaves_no_mark_and_no_error(tmp_path: Path) -> None:
     blocker = tmp_path / "lost"
     blocker.write_text("a file where the directory should be")
-    LostObjects(blocker).mark_quietly("sales")
-    assert blocker.read_text().startswith("a file")
+    assert LostObjects(blocker).mark_quietly("sales") is False
+    assert blocker.read_text().startswith("a file") and LostObjects(blocker).seen("sales") == frozenset()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.files import store_manifest
-from smart_transfer.checkpoint.slot import install_latest, install_repaired
+from smart_transfer.checkpoint.slot import install_checked, install_latest
 from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
 from smart_transfer.client.remote import RemoteDataset
@@ -62,23 +62,29 @@ def _attach_pulled(dataset: DatasetRepository, local: LocalChain, start: PullSta
     return base
 
 
-def _repairs(dataset: DatasetRepository, base: ChainTip | None, loss: str | None) -> list[ObjectRef]:
+def _repairs(dataset: DatasetRepository, base: ChainTip | None, loss: Collection[str]) -> tuple[list[ObjectRef], bool]:
     """Objects the kept part of the local chain references that are not (whole) in the workspace
     (e.g. moved to quarantine by verify): the pull fetches them again. Looked for only when a loss is
-    known (``loss``: the mark's token, see ``repo.lost``); a whole chain's objects are otherwise present."""
-    if base is None or loss is None:
-        return []
+    known (``loss``: the marks, see ``repo.lost``); a whole chain's objects are otherwise present.
+    Also whether that is all: not when a lost manifest or page hides files the next pull finds."""
+    if base is None or not loss:
+        return [], True
     # committed blocks were validated when they were: a light parse finds what they reference
     refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
     manifests = {}
     lost: dict[Multihash, ObjectRef] = {}
+    hidden = False
     for ref in refs:
-        if ref.kind is ObjectKind.CHECKPOINT and not dataset.objects_missing([ref]):
-            try:
-                manifests[ref.physical_hash] = dataset.read_manifest(ref)
-            except RepositoryError:
-                lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
-    return dataset.objects_missing(with_files(refs, manifests)) + list(lost.values())
+        if ref.kind is not ObjectKind.CHECKPOINT:
+            continue
+        if dataset.objects_missing([ref]):
+            hidden = True  # a lost manifest: its files are known once it is back
+            continue
+        try:
+            manifests[ref.physical_hash] = dataset.read_manifest(ref)
+        except RepositoryError:
+            lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
+    return dataset.objects_missing(with_files(refs, manifests)) + list(lost.values()), not (hidden or lost)
 
 
 def _store_manifests(dataset: DatasetRepository, manifests: Iterable[CheckpointManifest]) -> None:
@@ -227,7 +233,7 @@ async def _fetch_objects(
         await asyncio.to_thread(_store_manifests, dataset, bundle.manifests.values())
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
         loss = workspace.lost.seen(dataset.name)
-        repairs = await asyncio.to_thread(_repairs, dataset, base, loss)
+        repairs, settled = await asyncio.to_thread(_repairs, dataset, base, loss)
         summary.objects_skipped = len(refs) - len(missing)
         summary.objects_repaired = len(repairs)
         known = {(r.kind, r.physical_hash) for r in missing}
@@ -245,8 +251,9 @@ async def _fetch_objects(
     finally:
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
-    if loss is not None:
-        await asyncio.to_thread(install_repaired, workspace.root, dataset, repairs)
+    if loss and settled:
+        # the installed checkpoint's linked files may be the damaged ones: checked, installed again if so
+        await asyncio.to_thread(install_checked, workspace.root, dataset)
         workspace.lost.clear(dataset.name, loss)
     summary.new_head = str(new_tip.head) if new_tip is not None else summary.old_head
     summary.blocks = len(bundle.blocks)

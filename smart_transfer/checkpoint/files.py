@@ -106,10 +106,10 @@ def _restore_file(source: Path, item: CheckpointFile, destination: Path) -> None
         raise CheckpointError(f"checkpoint file {item.name} ({item.physical_hash}) is missing") from None
     if size != item.size:
         raise CheckpointError(f"checkpoint file {item.name} does not match its hash ({size} bytes, not {item.size})")
-    if linkable(item) and link_or_copy(source, destination):
-        return
     if not linkable(item):
         shutil.copyfile(source, destination)
+    elif link_or_copy(source, destination):
+        return
     digest = digest_file(destination, item.physical_hash.code)
     if digest.mismatch(item.physical_hash, item.size) is not None:
         raise CheckpointError(f"checkpoint file {item.name} does not match its hash")

@@ -9,7 +9,9 @@ and RocksDB's small files, without running Spark (``tests/spark`` covers real in
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -145,23 +147,25 @@ def test_format_one_manifests_still_sync_and_verify(
         assert restored is not None and len(list(restored.iterdir())) == len(ten_rows_changed(names))
 
 
-def synced(a: Workspace, b: Workspace, name: str, url: str, directory: Path) -> StoredCheckpoint:
-    """The checkpoint at ``directory`` committed in ``a``, pushed to ``url`` and pulled into ``b``."""
-    stored = commit_checkpoint(a, name, directory)
-    with SyncClient(a) as client:
-        client.push(name, url)
-    with SyncClient(b) as client:
-        client.pull(url)
-    return stored
+@contextlib.contextmanager
+def synced(tmp_path: Path, name: str, url: str, ssts: int) -> Iterator[tuple[Workspace, Workspace, StoredCheckpoint]]:
+    """Workspaces ``a`` and ``b``: a checkpoint of ``ssts`` SST files (and RocksDB's own files) committed
+    in ``a``, pushed to ``url`` and pulled into ``b``."""
+    names = sorted([*sst_names(ssts), *RUNTIME_FILES])
+    with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
+        stored = commit_checkpoint(a, name, write_checkpoint(tmp_path / "c1", names, "1"))
+        with SyncClient(a) as client:
+            client.push(name, url)
+        with SyncClient(b) as client:
+            client.pull(url)
+        yield a, b, stored
 
 
 def test_a_lost_page_is_reported_then_fetched_again(
     smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"{smart_server.url}/{dataset_name}"
-    names = sorted([*sst_names(300), *RUNTIME_FILES])
-    with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
-        stored = synced(a, b, dataset_name, url, write_checkpoint(tmp_path / "c1", names, "1"))
+    with synced(tmp_path, dataset_name, url, 300) as (_, b, stored):
         monkeypatch.setattr(dataset_module, "PAGES", PageCache(0))  # no page read before is remembered
         lost = stored.manifest.all_pages()[1][0]
         b.local_store.path_of(object_key(dataset_name, ObjectKind.CHECKPOINT, lost)).unlink()
@@ -183,9 +187,7 @@ def test_a_pulled_checkpoint_links_its_sst_files_and_a_repair_installs_it_again(
 ) -> None:
     # restoring a checkpoint copied every file: a 10-row change to a state of hundreds of GiB copied it all
     url = f"{smart_server.url}/{dataset_name}"
-    names = sorted([*sst_names(40), *RUNTIME_FILES])
-    with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
-        stored = synced(a, b, dataset_name, url, write_checkpoint(tmp_path / "c1", names, "1"))
+    with synced(tmp_path, dataset_name, url, 40) as (_, b, stored):
         installed = CheckpointSlot(b.root, dataset_name).current
         objects = {
             f.name: b.local_store.path_of(object_key(dataset_name, ObjectKind.CHECKPOINT, f.physical_hash))

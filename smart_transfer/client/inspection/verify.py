@@ -14,15 +14,7 @@ from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain
 from smart_transfer.client.transports.simple import RestClient
-from smart_transfer.model import (
-    ModelError,
-    Multihash,
-    NewBlock,
-    ObjectRef,
-    checkpoint_refs,
-    objects_of,
-    validate_chain,
-)
+from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of, validate_chain
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
@@ -67,7 +59,7 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
     manifests = _manifests(workspace, dataset, blocks, report)
     for ref in objects_of(blocks, manifests):
         _check_object(workspace, dataset, ref, report)
-    if report.problems:
+    if report.problems and not report.quarantined:  # a quarantine marked already
         workspace.lost.mark(dataset.name)  # the next pull checks the whole chain and fetches what is lost
     return report, blocks
 
@@ -123,7 +115,8 @@ def _check_object(workspace: Workspace, dataset: DatasetRepository, ref: ObjectR
     digest = digest_file(path, ref.physical_hash.code)
     if digest.mismatch(ref.physical_hash, ref.size) is not None:
         report.problems.append(f"{label}: corrupt ({digest.size} bytes, hash {digest.multihash})")
-        workspace.lost.mark(dataset.name)  # before the move: a verify killed after it leaves the mark
+        if not report.quarantined:  # before the first move: a verify killed after it leaves the mark
+            workspace.lost.mark(dataset.name)
         workspace.quarantine.mkdir(parents=True, exist_ok=True)
         os.replace(path, workspace.quarantine / f"{ref.physical_hash}-{secrets.token_hex(4)}")
         report.quarantined.append(label)

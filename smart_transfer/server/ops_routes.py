@@ -36,7 +36,8 @@ async def readiness(state: ServerState) -> Readiness:
     checks = {"store": "ok", "index": "ok", "server": "ok"}
     try:
         # the thread may outlive a store that hangs past its own timeout: the answer must not
-        await asyncio.wait_for(asyncio.to_thread(state.repository.store.check_ready, timeout), timeout + 1.0)
+        async with asyncio.timeout(timeout + 1.0):
+            await asyncio.to_thread(state.repository.store.check_ready, timeout)
     except StorageError as exc:
         checks["store"] = str(exc)
     except TimeoutError:

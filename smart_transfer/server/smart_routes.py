@@ -57,9 +57,8 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
     with state.sessions.hold(record.subject):
         active.inc()
         try:
-            await asyncio.wait_for(
-                state.until_shutdown(flow(session, dataset, state)), settings.session_timeout_seconds
-            )
+            async with asyncio.timeout(settings.session_timeout_seconds):
+                await state.until_shutdown(flow(session, dataset, state))
         except TimeoutError:
             raise ProtocolError(
                 ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"

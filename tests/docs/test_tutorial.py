@@ -1,0 +1,72 @@
+"""The tutorial (docs/tutorial.md) is executed: its blocks, in order, as one shell script against a real
+server on the local S3, so the page cannot describe commands that no longer work."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, S3Env, free_port
+from tests.docs.blocks import code_blocks
+
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+#: Bound on the whole tutorial (a Spark ingest twice, a server start, pushes, pulls, two reads).
+TUTORIAL_SECONDS = 300
+#: The one block the test does not run, and why: it installs and starts what the test environment has.
+SETUP_NOTE = "tutorial: setup (the test runs in the installed environment, on the shared local S3)"
+
+
+def tutorial_script(port: int, prefix: str) -> str:
+    """The tutorial's blocks as one bash script: shell blocks as they are, Python blocks fed to this
+    interpreter; the port and S3 prefix are this test's own."""
+    lines = ["set -euo pipefail"]
+    for block in code_blocks(TUTORIAL):
+        if block.note == SETUP_NOTE:
+            continue
+        body = block.body.replace("127.0.0.1:8080", f"127.0.0.1:{port}").replace("--port 8080", f"--port {port}")
+        body = body.replace("--s3-prefix tutorial", f"--s3-prefix {prefix}")
+        if block.lang == "sh":
+            lines.append(body)
+        elif block.lang == "python":
+            lines.append(f'"{sys.executable}" - <<\'TUTORIAL_PY\'\n{body}\nTUTORIAL_PY')
+        else:
+            raise AssertionError(f"the tutorial has a {block.lang!r} block the test cannot run")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_tutorial_runs_green(s3_env: S3Env, tmp_path: Path) -> None:
+    blocks = code_blocks(TUTORIAL)
+    assert [b.note for b in blocks if b.note] == [SETUP_NOTE], "only the setup block may be left out"
+    port, prefix = free_port(), f"t-{secrets.token_hex(6)}"
+    script = tmp_path / "tutorial.sh"
+    script.write_text(tutorial_script(port, prefix))
+    env = {**os.environ, **s3_env.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SMART_TRANSFER_TOKEN", None)
+    process = subprocess.Popen(
+        ["bash", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=TUTORIAL_SECONDS)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)  # the server the tutorial started in the background
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=10)
+    log = tmp_path / "tutorial" / "server.log"
+    context = output[-4000:] + (log.read_text()[-2000:] if log.exists() else "")
+    assert process.returncode == 0, context
+    for expected in ("pushed", "pulled", "same", "linus", "total: 53.74", f"smart-transfer pull http://127.0.0.1:{port}/orders"):
+        assert expected in output, f"{expected!r} not in the tutorial's output:\n{context}"
+    # the delta-sharing read and the last tail show the changed and the new order
+    assert output.count("31.00") >= 1 and "18.00" in output, context
+
+
+pytestmark = pytest.mark.s3

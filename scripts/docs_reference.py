@@ -82,14 +82,12 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> It
 
 
 def _arguments_table(parser: argparse.ArgumentParser, environment: dict[str, str]) -> list[str]:
-    actions = [
-        a for a in parser._actions if not isinstance(a, argparse._SubParsersAction | argparse._HelpAction)
-    ]
+    actions = [a for a in parser._actions if not isinstance(a, argparse._SubParsersAction | argparse._HelpAction)]
     if not actions:
         return []
     with_env = any(flag in environment for a in actions for flag in a.option_strings)
-    head = "| argument | default | environment | what it does |" if with_env else "| argument | default | what it does |"
-    rows = [head, "|---|---|---|---|" if with_env else "|---|---|---|"]
+    columns = ["argument", "default", *(["environment"] if with_env else []), "what it does"]
+    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for action in actions:
         cells = [_option_cell(action), _default_cell(action)]
         if with_env:
@@ -248,7 +246,10 @@ def flows_page() -> str:
 #: module -> (heading, what it is): the SDK's public modules, each documented name by name from its __all__
 SDK_MODULES = {
     "smart_transfer.client": ("Clients, options and errors", "`from smart_transfer.client import ...`"),
-    "smart_transfer.ingest": ("Ingest with Spark", "`from smart_transfer.ingest import ingest` (needs the `spark` extra)"),
+    "smart_transfer.ingest": (
+        "Ingest with Spark",
+        "`from smart_transfer.ingest import ingest` (needs the `spark` extra)",
+    ),
 }
 
 

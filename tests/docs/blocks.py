@@ -22,8 +22,7 @@ class Block:
 def code_blocks(page: Path) -> list[Block]:
     """Every fenced code block of ``page``, in order."""
     return [
-        Block(match["lang"], match["body"], (match["note"] or "").strip())
-        for match in FENCE.finditer(page.read_text())
+        Block(match["lang"], match["body"], (match["note"] or "").strip()) for match in FENCE.finditer(page.read_text())
     ]
 
 

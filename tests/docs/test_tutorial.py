@@ -3,6 +3,7 @@ server on the local S3, so the page cannot describe commands that no longer work
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -16,8 +17,9 @@ from tests.conftest import ROOT, S3Env, free_port
 from tests.docs.blocks import code_blocks
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"
-#: Bound on the whole tutorial (a Spark ingest twice, a server start, pushes, pulls, two reads).
-TUTORIAL_SECONDS = 300
+#: Bound on the whole tutorial (a Spark ingest, a server start, a push, a pull, two reads): about a minute
+#: on a quiet 2-core machine; the JVM's start alone takes minutes when the machine is loaded.
+TUTORIAL_SECONDS = 540
 #: The one block the test does not run, and why: it installs and starts what the test environment has.
 SETUP_NOTE = "tutorial: setup (the test runs in the installed environment, on the shared local S3)"
 
@@ -34,7 +36,7 @@ def tutorial_script(port: int, prefix: str) -> str:
         if block.lang == "sh":
             lines.append(body)
         elif block.lang == "python":
-            lines.append(f'"{sys.executable}" - <<\'TUTORIAL_PY\'\n{body}\nTUTORIAL_PY')
+            lines.append(f"\"{sys.executable}\" - <<'TUTORIAL_PY'\n{body}\nTUTORIAL_PY")
         else:
             raise AssertionError(f"the tutorial has a {block.lang!r} block the test cannot run")
     return "\n".join(lines) + "\n"
@@ -48,25 +50,34 @@ def test_the_tutorial_runs_green(s3_env: S3Env, tmp_path: Path) -> None:
     script.write_text(tutorial_script(port, prefix))
     env = {**os.environ, **s3_env.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("SMART_TRANSFER_TOKEN", None)
-    process = subprocess.Popen(
-        ["bash", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=TUTORIAL_SECONDS)
-    finally:
+    transcript = tmp_path / "output.txt"
+    with transcript.open("w") as out:
+        process = subprocess.Popen(
+            ["bash", "-x", str(script)],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            os.killpg(process.pid, signal.SIGTERM)  # the server the tutorial started in the background
-        except ProcessLookupError:
+            process.wait(timeout=TUTORIAL_SECONDS)
+        except subprocess.TimeoutExpired:
             pass
-        process.wait(timeout=10)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the server the tutorial started in the background
+                os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+    output = transcript.read_text()
     log = tmp_path / "tutorial" / "server.log"
     context = output[-4000:] + (log.read_text()[-2000:] if log.exists() else "")
     assert process.returncode == 0, context
-    for expected in ("pushed", "pulled", "same", "linus", "total: 53.74", f"smart-transfer pull http://127.0.0.1:{port}/orders"):
-        assert expected in output, f"{expected!r} not in the tutorial's output:\n{context}"
-    # the delta-sharing read and the last tail show the changed and the new order
-    assert output.count("31.00") >= 1 and "18.00" in output, context
+    expected = ["pushed", "pulled", "same", "total: 53.74", f"smart-transfer pull http://127.0.0.1:{port}/orders"]
+    for text in expected:
+        assert text in output, f"{text!r} not in the tutorial's output:\n{context}"
+    # tail, pandas and the Delta Sharing client each print order 4's row
+    assert output.count("linus") >= 3, context
 
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.s3, pytest.mark.timeout(TUTORIAL_SECONDS + 60)]

@@ -139,7 +139,8 @@ of its settings class (`ServerSettings` in `smart_transfer/server/settings.py`, 
 help, default and bounds; the parser, `--help`, the environment, these tables and the checks at start all
 come from it. A value outside its bounds exits 2 with one line naming the flag and its range
 (`serve --url-ttl 9999999`: `argument --url-ttl: must be 1..604800 seconds, not 9999999`), before
-anything starts. Sizes take suffixes (`64M`, `10G`), durations are seconds.
+anything starts. Sizes take suffixes (`64M`, `10G`), durations are seconds. Ports are 1-65535 (the server
+binds the port it is given: choose a free one).
 """
 
 

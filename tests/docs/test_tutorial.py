@@ -73,7 +73,13 @@ def test_the_tutorial_runs_green(s3_env: S3Env, tmp_path: Path) -> None:
     log = tmp_path / "tutorial" / "server.log"
     context = output[-4000:] + (log.read_text()[-2000:] if log.exists() else "")
     assert process.returncode == 0, context
-    expected = ["pushed", "pulled", "same", "total: 53.74", f"smart-transfer pull http://127.0.0.1:{port}/orders"]
+    expected = [
+        "pushed",
+        "pulled",
+        "up to date with the remote",
+        "total: 53.74",
+        f"smart-transfer pull http://127.0.0.1:{port}/orders",
+    ]
     for text in expected:
         assert text in output, f"{text!r} not in the tutorial's output:\n{context}"
     # tail, pandas and the Delta Sharing client each print order 4's row

@@ -186,7 +186,7 @@ class _Job:
         force: bool,
         announce: str | None,
     ) -> _Job:
-        options = replace(options, timeouts=transport.object_timeouts(options.timeouts))
+        options = replace(options, timeouts=transport.object_timeouts(options.timeouts, upload=False))
         return cls(workspace, workspace.dataset(name), options, remote, transport.name, force, announce)
 
 

@@ -70,7 +70,7 @@ async def push(
     tip = await asyncio.to_thread(dataset.require_tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
     expected = await asyncio.to_thread(workspace.index.remote_head, dataset.name, remote.url)
-    options = replace(options, timeouts=transport.object_timeouts(options.timeouts))
+    options = replace(options, timeouts=transport.object_timeouts(options.timeouts, upload=True))
     for _ in range(MAX_STALE_HEAD_RETRIES):
         try:
             return await _push_once(workspace, transport, options, remote, dataset, local, expected, force)

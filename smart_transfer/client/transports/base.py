@@ -142,8 +142,9 @@ class Transport(ABC):
     #: "smart" or "simple" (reported in summaries).
     name: str
 
-    def object_timeouts(self, timeouts: Timeouts) -> Timeouts:
-        """The bounds of object transfers over this transport (storage's own, by default)."""
+    def object_timeouts(self, timeouts: Timeouts, upload: bool) -> Timeouts:
+        """The bounds of object transfers over this transport, uploads or downloads (storage's own,
+        by default)."""
         return timeouts
 
     @abstractmethod

@@ -277,8 +277,12 @@ class SimpleTransport(Transport):
         self.parallel = self.options.parallel
         self.redirect = redirect
 
-    def object_timeouts(self, timeouts: Timeouts) -> Timeouts:
-        # objects go through the server, which answers an upload only once it stored it
+    def object_timeouts(self, timeouts: Timeouts, upload: bool) -> Timeouts:
+        """Storage's own bounds for downloads redirected to it (the server answers the redirect at
+        once, so a stalled store fails within ``--read-timeout``); the answer timeout for what goes
+        through the server: uploads (answered once stored) and downloads it streams."""
+        if self.redirect and not upload:
+            return timeouts
         return replace(timeouts, read=max(timeouts.read, self.options.answer_timeout))
 
     def _http(self) -> aiohttp.ClientSession:

@@ -4,6 +4,7 @@ CPU burners, and damage done directly in the bucket."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -78,16 +79,24 @@ def run_bounded(args: list[str], workspace: Path, timeout: float) -> Outcome:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # SIGABRT then makes the interpreter print every thread's stack on stderr before it dies
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         dump = _dump(process.pid)
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate(timeout=30)
+        process.send_signal(signal.SIGABRT)
+        try:
+            out, err = process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         raise Hung(
             f"hung: {' '.join(args)} ran past its bound of {timeout:.0f} s\n"
-            f"stderr: {err[-2000:]}\nstdout: {out[-1000:]}\n{dump}"
+            f"stderr: {err[-8000:]}\nstdout: {out[-1000:]}\n{dump}"
         ) from None
     return Outcome(process.returncode, out, err, time.monotonic() - started)
 
@@ -95,7 +104,7 @@ def run_bounded(args: list[str], workspace: Path, timeout: float) -> Outcome:
 def _dump(pid: int) -> str:
     spy = shutil.which("py-spy")
     if spy is None:
-        return "(py-spy not installed: no stack dump)"
+        return "(py-spy not installed: the interpreter's own dump of its threads is in stderr above)"
     result = subprocess.run(
         [spy, "dump", "--pid", str(pid), "--locals"], capture_output=True, text=True, timeout=60, check=False
     )

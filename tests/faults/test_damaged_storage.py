@@ -77,6 +77,7 @@ def _one_version_behind(served: Served, name: str, count: int, size: int) -> Pat
     return b0
 
 
+@pytest.mark.timeout(REPEAT * BOUNDS.hard_timeout(SMALL) + 600)
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("fault", DAMAGE)
 def test_a_damaged_small_object_fails_every_pull_cleanly_under_load(
@@ -159,6 +160,7 @@ def mixed(direct: Served) -> Iterator[tuple[str, dict[str, str]]]:
     yield name, keys
 
 
+@pytest.mark.timeout(HANG_RUNS * (HANG_BOUNDS.hard_timeout(40 * MIB) + 60) + 600)
 def test_pull_of_damaged_storage_ends(direct: Served, mixed: tuple[str, dict[str, str]], tmp_path: Path) -> None:
     """The known hang: a pull where one object was overwritten (other bytes, same size), deleted or
     truncated in the bucket sometimes never ended under CPU load. Each fresh pull must end within its

@@ -19,9 +19,10 @@ from tests.faults.bounded import Bounds, fresh, local_head, one_line, run_bounde
 from tests.faults.proxy import FAULTS, Proxy, Rule
 from tests.integration.test_peers import PeerProcess, start_peer
 
-pytestmark = pytest.mark.faults
 KIB, MIB = 1024, 1024 * 1024
 BOUNDS = Bounds()
+#: A case's bound and, for the first, the module's set-up (ten pushes and pulls, slow under load).
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(BOUNDS.hard_timeout(11 * MIB) + 900)]
 #: Faults one retry absorbs (attempts = 2): the run must succeed with exactly the right data.
 ONCE = ("500", "503", "reset", "short")
 #: Class -> (object count, object size, extra CLI flags).

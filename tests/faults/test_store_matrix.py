@@ -65,6 +65,8 @@ def stage(s3_env: S3Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         "6M",
         "--part-size",
         "5M",
+        "--peer-ttl",
+        "86400",  # the peer announced at set-up stays listed for the whole matrix
     )
     server.backend = "s3"
     a, before = root / "a", {}

@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps chromium serve test test-faults test-unit lint typecheck specs demo bench s3-start s3-stop clean
+.PHONY: install node-deps chromium serve docs docs-serve test test-faults test-unit lint typecheck specs demo bench s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,18 @@ specs: install
 
 serve: install
 	$(BIN)/smart-transfer serve --host $(HOST) --port $(PORT) --root $(ROOT)
+
+# The documentation site (docs/, mkdocs.yml): regenerate the reference pages, build with --strict (a
+# warning, such as a broken link, fails) into .smart-transfer/site; docs-serve serves it on 127.0.0.1.
+DOCS_PORT ?= 8000
+export NO_MKDOCS_2_WARNING := 1
+docs: install
+	$(BIN)/python scripts/docs_reference.py
+	$(BIN)/mkdocs build --strict --quiet
+
+docs-serve: install
+	$(BIN)/python scripts/docs_reference.py
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 # Starts the local S3 server (installing Ceph RGW if missing), runs every test, stops S3 even on failure.
 test: install node-deps chromium

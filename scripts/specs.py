@@ -1,4 +1,5 @@
-"""Write (or, with --check, verify) the checked-in AsyncAPI and OpenAPI documents: `make specs`."""
+"""Write (or, with --check, verify) the checked-in AsyncAPI and OpenAPI documents and the documentation's
+generated reference pages (scripts/docs_reference.py): `make specs`."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import docs_reference
 import yaml
-from settings_tables import README, rendered
 
 from smart_transfer.protocol import asyncapi
 from smart_transfer.server import openapi
@@ -37,12 +38,11 @@ def main(argv: list[str]) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")
-    readme = rendered(README.read_text())
-    if check and readme != README.read_text():
-        stale.append(README)
-    elif not check:
-        README.write_text(readme)
-        print("wrote the settings tables of README.md")
+    if check:
+        stale += docs_reference.stale_pages()
+    else:
+        for page in docs_reference.write():
+            print(f"wrote {page.relative_to(ROOT)}")
     for path in stale:
         print(f"{path.relative_to(ROOT)} differs from the code: run `make specs`", file=sys.stderr)
     return 1 if stale else 0

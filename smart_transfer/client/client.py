@@ -90,6 +90,7 @@ class Client:
             keepalive_interval=settings.keepalive_interval,
             peer_health=PeerHealth(settings.peer_check_age) if settings.peers else None,
             large=settings.large,
+            progress_timeout=settings.progress_timeout,
         )
 
     @property

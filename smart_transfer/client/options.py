@@ -23,6 +23,7 @@ from smart_transfer.transfer.limits import (
     LargeObjects,
     Timeouts,
 )
+from smart_transfer.transfer.watchdog import DEFAULT_PROGRESS_TIMEOUT
 
 #: Seconds the client waits for any one answer of the server: a session's next message (the
 #: server's keep-alives reset it) or a REST answer. Bounds a server that stopped answering.
@@ -128,6 +129,13 @@ class ClientOptions:
         DEFAULT_ANSWER_TIMEOUT,
         "--answer-timeout",
         "seconds to wait for any one answer of the server (its keep-alives reset it)",
+        **_SECONDS,
+    )
+    progress_timeout: float = setting(
+        DEFAULT_PROGRESS_TIMEOUT,
+        "--progress-timeout",
+        "seconds objects may have no transfer or request in flight and make no progress before the "
+        "operation fails, naming what was outstanding (a watchdog over every other bound)",
         **_SECONDS,
     )
     keepalive_interval: float = setting(

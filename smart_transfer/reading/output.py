@@ -59,11 +59,11 @@ def open_output(path: str, mode: int = 0o666) -> Iterator[IO[bytes]]:
         if path != "-":  # /dev/stdout, /dev/fd/N: the descriptor this process already has (its offset too)
             with _guarded(path), open(os.dup(_descriptor_number(path)), "wb") as sink:
                 yield sink
-                sink.flush()
+                _complete(sink)
             return
         with _guarded(path):
             yield sys.stdout.buffer
-            sys.stdout.buffer.flush()
+            _complete(sys.stdout.buffer)
         return
     kind = _kind_of(path)
     if kind is None or stat.S_ISREG(kind):
@@ -132,6 +132,7 @@ def _replacing(path: str, target: Path, mode: int, kept: int | None) -> Iterator
             os.fsync(sink.fileno())
         with _guarded(path):
             os.replace(temp, target)
+        _sync_directory(target.parent)
     finally:
         with contextlib.suppress(OSError):
             temp.unlink()
@@ -150,4 +151,40 @@ def _in_place(path: str, *, fifo: bool) -> Iterator[IO[bytes]]:
         os.set_blocking(descriptor, True)  # a reader is there: writes may now wait for it
     with _guarded(path), open(descriptor, "wb") as sink:
         yield sink
-        sink.flush()
+        _complete(sink)
+
+
+def _complete(sink: IO[bytes]) -> None:
+    """Flush ``sink`` (a write the device refuses, a full one, raises here) and, when the descriptor is a
+    regular file after all (standard output redirected to one), sync it to disk."""
+    sink.flush()
+    if stat.S_ISREG(os.fstat(sink.fileno()).st_mode):
+        os.fsync(sink.fileno())
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: some file systems refuse to sync one)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+@contextlib.contextmanager
+def output_written(path: str, content: bytes, mode: int = 0o666) -> Iterator[None]:
+    """Write ``content`` to ``path`` completely and durably (under the rule above) before the block runs;
+    when the block fails, a file this created is removed again (a device, a FIFO, standard output or a
+    file that was there before cannot be taken back). For an output that must exist before what refers to
+    it does, such as a profile holding a token that is added to the tokens file only once it is written."""
+    created = path != "-" and not _open_descriptor(path) and _kind_of(path) is None
+    with open_output(path, mode) as sink:
+        sink.write(content)
+    try:
+        yield
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.realpath(path))
+        raise

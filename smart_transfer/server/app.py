@@ -30,13 +30,14 @@ from smart_transfer.server.errors import (
     typed_error_handler,
     validation_error_handler,
 )
+from smart_transfer.server.guard import Asking, admitted
 from smart_transfer.server.ops_routes import ops_router
-from smart_transfer.server.rest_common import ErrorBody, error_responses
+from smart_transfer.server.rest_common import ErrorBody, client_of, error_responses
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
-from smart_transfer.server.ui import UI_PREFIX, ui_router, wants_html
+from smart_transfer.server.ui import UI_PREFIX, docs_router, ui_router, wants_html
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:
@@ -56,6 +57,8 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         version=smart_transfer.__version__,
         summary="Dataset repositories served over the Smart Transfer Protocol and simple REST.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load from a CDN: /docs is served by docs_router, from a packaged copy
+        redoc_url=None,
     )
     app.state.smart_transfer = state
     app.add_middleware(AccessLog, metrics=state.metrics)
@@ -68,6 +71,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     app.include_router(smart_router(state))
     app.include_router(ops_router(state))  # before GET /{dataset}: these names are reserved
     app.include_router(ui_router(state))  # the web view: /ui is reserved too
+    app.include_router(docs_router())  # /docs and /favicon.ico
     mount_sharing(app, state)  # before the dataset routes: /delta-sharing/... is reserved
 
     _describe_route(app, state)
@@ -98,10 +102,11 @@ def _describe_route(app: FastAPI, state: ServerState) -> None:
     ) -> ServerInfo | Response:
         if wants_html(request.headers.get("accept")):
             return RedirectResponse(UI_PREFIX, status_code=303, headers={"Vary": "Accept"})
-        grant = state.authorizer.subject(authorization)
-        names = await run_in_threadpool(
-            lambda: [str(n) for n in repository.dataset_names() if grant is None or grant.allows(n, Access.READ)]
-        )
+        with admitted(state, Asking(authorization, client_of(request))) as admission:  # any known token
+            grant = admission.grant
+            names = await run_in_threadpool(
+                lambda: [str(n) for n in repository.dataset_names() if grant is None or grant.allows(n, Access.READ)]
+            )
         return ServerInfo(
             server="smart-transfer",
             version=smart_transfer.__version__,

@@ -3,7 +3,8 @@ grants on dataset-name patterns (shell-style: ``sales-*``, ``*``).
 
 Tokens file (JSON, one object): ``{"tokens": [{"subject": "alice", "sha256": "<hex of the token's
 SHA-256>", "read": ["*"], "write": ["sales-*"]}]}``. ``smart-transfer token add`` writes entries and
-prints the secret once; the file never holds a usable secret. A write grant implies read.
+prints the secret once; the file never holds a usable secret. A write grant implies read. The file's
+one schema is :mod:`smart_transfer.server.tokens_file`: a malformed file is refused whole, never read in part.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-import orjson
-
+from smart_transfer.errors import LocalError
 from smart_transfer.protocol import bearer_token
+from smart_transfer.reading.output import OutputError, open_output
+from smart_transfer.server.tokens_file import TokensDocument, TokensFileError, new_entry, parse_tokens, tokens_bytes
 
 #: Bytes of randomness in a new token (printed as 43 URL-safe characters).
 TOKEN_BYTES = 32
@@ -33,6 +35,10 @@ TOKEN_BYTES = 32
 TOKEN_PREFIX = "st_"
 #: How long ``token add``/``revoke`` waits for another one changing the same tokens file.
 TOKENS_LOCK_WAIT_SECONDS = 10.0
+#: What every token is answered while the server's tokens file cannot be used.
+TOKENS_FILE_UNUSABLE = (
+    "the server's tokens file is malformed or unreadable: every token is refused until an operator fixes it"
+)
 log = logging.getLogger("smart_transfer.server.auth")
 
 
@@ -47,10 +53,6 @@ class AuthError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
-
-
-class TokensFileError(Exception):
-    """The tokens file is missing or malformed."""
 
 
 @dataclass(frozen=True)
@@ -73,34 +75,22 @@ def hash_token(token: str) -> str:
 
 def load_grants(path: Path) -> list[Grant]:
     """The grants of a tokens file (TokensFileError when it is missing, not a regular file, or malformed)."""
+    return [Grant(e.subject, e.sha256, tuple(e.read), tuple(e.write)) for e in _read_document(path).tokens]
+
+
+def check_tokens_file(path: Path) -> None:
+    """Refuse (TokensFileError) a tokens file ``token add`` could not add to: one that is there but not a
+    regular file or malformed. A missing one is fine (it is created; through a dangling symlink too)."""
     _regular(path)
-    try:
-        entries = orjson.loads(path.read_bytes())["tokens"]
-        grants = [
-            Grant(
-                str(e["subject"]),
-                str(e["sha256"]).lower(),
-                tuple(str(p) for p in e.get("read", [])),
-                tuple(str(p) for p in e.get("write", [])),
-            )
-            for e in entries
-        ]
-    except FileNotFoundError:
-        raise TokensFileError(f"no tokens file at {path}") from None
-    except OSError as exc:
-        raise TokensFileError(f"cannot read tokens file {path}: {exc.strerror or exc}") from None
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-        raise TokensFileError(f"tokens file {path} is malformed: {exc}") from None
-    if any(len(g.sha256) != 64 for g in grants):
-        raise TokensFileError(f"tokens file {path}: every sha256 must be 64 hex digits")
-    return grants
+    if path.exists():
+        load_grants(path)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
     """What changes whenever the file does (a rename over it, or an edit in place)."""
     try:
         stat = path.stat()
-    except FileNotFoundError:
+    except OSError:  # gone or unreadable: the reload says which, once
         return None
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
@@ -112,13 +102,17 @@ class Authorizer:
 
     Given a tokens file, it is read again whenever it changes (one ``stat`` per check), so tokens
     added or revoked take effect on the next request or session without a restart. A file that
-    becomes malformed or disappears fails closed: every token is refused (and logged) until it is fixed.
+    becomes malformed, unreadable or disappears fails closed: every token (of the old file too) is
+    refused with 401 UNAUTHORIZED saying so, and the server logs one line per change of the file,
+    until it is fixed.
     """
 
     grants: list[Grant] = field(default_factory=list)
     anonymous: bool = True
     path: Path | None = None
     _seen: tuple[int, int, int] | None = None
+    #: Why the tokens file as it is now cannot be used (None: it can).
+    unusable: str | None = None
 
     @classmethod
     def from_file(cls, path: Path) -> Authorizer:
@@ -130,10 +124,10 @@ class Authorizer:
         if self.path is not None and (seen := _signature(self.path)) != self._seen:
             self._seen = seen
             try:
-                self.grants = load_grants(self.path)
+                self.grants, self.unusable = load_grants(self.path), None
                 log.info("tokens file %s reloaded: %d token(s)", self.path, len(self.grants))
             except TokensFileError as exc:
-                self.grants = []
+                self.grants, self.unusable = [], str(exc)
                 log.error("%s; every token is refused until it is fixed", exc)
         return self.grants
 
@@ -148,6 +142,8 @@ class Authorizer:
         for grant in self.current():
             if hmac.compare_digest(grant.sha256, digest):
                 return grant
+        if self.unusable is not None:  # the details are in the server's log, not for any caller
+            raise AuthError(401, TOKENS_FILE_UNUSABLE)
         raise AuthError(401, "unknown token")
 
     def check(self, authorization: str | None, dataset: str, access: Access) -> Grant | None:
@@ -171,27 +167,30 @@ def _regular(path: Path) -> None:
         raise TokensFileError(f"cannot use {path} as a tokens file: it is not a regular file")
 
 
-def _read_document(path: Path) -> dict[str, list[dict[str, object]]]:
-    load_grants(path)  # the same checks the server makes
-    document: dict[str, list[dict[str, object]]] = orjson.loads(path.read_bytes())
-    return document
-
-
-def _write_document(path: Path, document: dict[str, list[dict[str, object]]]) -> None:
-    """Replace the tokens file atomically (mode 0600): a running server never reads half of it. A
-    symlink is followed (the file it points to is replaced, the link stays)."""
+def _read_document(path: Path) -> TokensDocument:
+    """The validated tokens file: the one schema every reader and writer goes through."""
     _regular(path)
-    target = Path(os.path.realpath(path))
-    temp = target.with_name(target.name + f".{secrets.token_hex(4)}.tmp")
     try:
-        temp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-        temp.chmod(0o600)
-        temp.replace(target)
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TokensFileError(f"no tokens file at {path}") from None
     except OSError as exc:
-        raise TokensFileError(f"cannot write tokens file {path}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            temp.unlink()
+        raise TokensFileError(f"cannot read tokens file {path}: {exc.strerror or exc}") from None
+    return parse_tokens(raw, path)
+
+
+def _write_document(path: Path, document: TokensDocument) -> None:
+    """Replace the tokens file atomically and durably (mode 0600), the way every output path is written: a
+    running server never reads half of it. A symlink is followed (the file it points to is replaced, the
+    link stays). ``document`` is checked first: a file this writes always reads back."""
+    content = tokens_bytes(document)
+    parse_tokens(content, path)
+    _regular(path)
+    try:
+        with open_output(str(path), mode=0o600) as sink:
+            sink.write(content)
+    except (OutputError, LocalError) as exc:
+        raise TokensFileError(f"{exc} (the tokens file is unchanged)") from None
 
 
 @contextlib.contextmanager
@@ -231,13 +230,14 @@ def new_token() -> str:
 
 def add_token(path: Path, subject: str, read: list[str], write: list[str], token: str | None = None) -> str:
     """Append a token (``token``, or a new one) to the tokens file (creating it, mode 0600); returns the
-    secret."""
+    secret. The entry goes through the file's schema: a subject or pattern the file could not hold is
+    refused (TokensFileError) and nothing is written."""
     token = token or new_token()
     _regular(path)
     with _changing(path):
-        document = _read_document(path) if path.exists() else {"tokens": []}
-        document["tokens"].append({"subject": subject, "sha256": hash_token(token), "read": read, "write": write})
-        _write_document(path, document)
+        document = _read_document(path) if path.exists() else TokensDocument(tokens=[])
+        entry = new_entry(subject, hash_token(token), read, write)
+        _write_document(path, TokensDocument(tokens=[*document.tokens, entry]))
     return token
 
 
@@ -246,8 +246,7 @@ def revoke_tokens(path: Path, subject: str) -> int:
     _regular(path)
     with _changing(path):
         document = _read_document(path)
-        kept = [entry for entry in document["tokens"] if entry.get("subject") != subject]
-        removed = len(document["tokens"]) - len(kept)
-        if removed:
-            _write_document(path, {**document, "tokens": kept})
-    return removed
+        kept = [entry for entry in document.tokens if entry.subject != subject]
+        if len(kept) != len(document.tokens):
+            _write_document(path, TokensDocument(tokens=kept))
+    return len(document.tokens) - len(kept)

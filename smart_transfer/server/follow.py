@@ -87,7 +87,8 @@ class HeadWatch:
             else:
                 delay = min(delay * 2, self.poll_max)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watched.wake.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await watched.wake.wait()
 
 
 async def follow(

@@ -1,17 +1,22 @@
 """Routes for operators and balancers: ``GET /healthz`` (the process answers), ``GET /readyz`` (the
 store answers within the readiness timeout, the index is usable, and the server is not shutting
-down) and ``GET /metrics`` (Prometheus text format). They take no token and no request slot."""
+down) and ``GET /metrics`` (Prometheus text format). None takes a request slot, and the liveness and
+readiness probes take no token; on a server with tokens a scrape of ``/metrics`` needs a known token
+(any grant: Prometheus sends it as ``authorization: {credentials: ...}``) unless ``--metrics-public``
+says the numbers may be read by anyone reaching the server (they name no dataset, but tell its load)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from smart_transfer.repo import RepositoryError
+from smart_transfer.server.guard import Asking, authenticate
 from smart_transfer.server.metrics import CONTENT_TYPE_LATEST
+from smart_transfer.server.rest_common import client_of, error_responses
 from smart_transfer.server.state import ServerState
 from smart_transfer.storage import StorageError
 
@@ -36,7 +41,8 @@ async def readiness(state: ServerState) -> Readiness:
     checks = {"store": "ok", "index": "ok", "server": "ok"}
     try:
         # the thread may outlive a store that hangs past its own timeout: the answer must not
-        await asyncio.wait_for(asyncio.to_thread(state.repository.store.check_ready, timeout), timeout + 1.0)
+        async with asyncio.timeout(timeout + 1.0):
+            await asyncio.to_thread(state.repository.store.check_ready, timeout)
     except StorageError as exc:
         checks["store"] = str(exc)
     except TimeoutError:
@@ -73,9 +79,14 @@ def ops_router(state: ServerState) -> APIRouter:
         operation_id="metrics",
         summary="Prometheus metrics (text exposition format)",
         response_class=Response,
-        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+        responses={
+            200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}},
+            **error_responses(),
+        },
     )
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        if not state.settings.metrics_public:  # the guard's authentication: a draining server is still scraped
+            authenticate(state, Asking(request.headers.get("authorization"), client_of(request)))
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -9,7 +9,7 @@ import time
 from typing import cast
 
 from smart_transfer.model import Multihash
-from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError, TooManyObjectsDetails
+from smart_transfer.protocol.errors import ErrorCode, ProtocolError, TooManyObjectsDetails
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
     DatasetPullFollow,
@@ -118,26 +118,16 @@ async def _serve_plan(
             message := await session.expect(DatasetPullObjectsTransferRequest, *ends), DatasetPullObjectsTransferRequest
         ):
             check_page(message.object_files, server.settings)
-            transfers = await asyncio.to_thread(_presign_downloads, dataset, message.object_files, server.settings)
-            server.metrics.urls_signed.labels("GET").inc(len(transfers))
+            transfers = await asyncio.to_thread(_presign_downloads, dataset, message.object_files, server)
             await session.send(DatasetPullObjectsTransferResponse(object_transfers=transfers))
     # expect() let nothing else through: the loop ends on one of the messages that end a plan
     return cast("DatasetPullComplete | DatasetPullFollow", message)
 
 
 def _presign_downloads(
-    dataset: DatasetRepository, items: list[ObjectFile], settings: ServerSettings
+    dataset: DatasetRepository, items: list[ObjectFile], server: ServerState
 ) -> list[PullObjectTransfer]:
-    transfers = []
-    for item in items:
-        ref = item.ref()
-        # only objects of this dataset's committed chain: never a URL for an arbitrary key
-        if not dataset.has_object(ref):
-            raise ProtocolError(
-                ErrorCode.OBJECT_NOT_ALLOWED,
-                f"{item.kind}/{item.physical_hash} ({item.size} bytes) is not an object of {dataset.name}",
-                ObjectDetails(object=item.physical_hash),
-            )
-        signed = dataset.store.presign_get(dataset.object_key(ref), settings.url_ttl_seconds)
-        transfers.append(PullObjectTransfer(object_file=item, download=HttpRequest.presigned(signed)))
-    return transfers
+    """A GET per object of the page: the signer refuses any the dataset does not hold committed."""
+    ttl = server.settings.url_ttl_seconds
+    signed = [(item, server.signer.get(dataset, item.ref(), ttl)) for item in items]
+    return [PullObjectTransfer(object_file=item, download=HttpRequest.presigned(url)) for item, url in signed]

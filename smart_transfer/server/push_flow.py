@@ -124,7 +124,7 @@ def _required(state: PushState, item: ObjectFile, settings: ServerSettings) -> O
 
 
 def _multipart(
-    dataset: DatasetRepository, state: PushState, ref: ObjectRef, promise: PartsPromise, settings: ServerSettings
+    dataset: DatasetRepository, state: PushState, ref: ObjectRef, promise: PartsPromise, server: ServerState
 ) -> MultipartUpload:
     """The upload of a large object: the one this session or an interrupted one started, with a URL
     for each promised part the store does not hold yet."""
@@ -135,14 +135,15 @@ def _multipart(
     parts = []
     for part in missing:
         md5 = md5_base64_from_hex(promise.md5s[part.number - 1])
-        signed = dataset.store.presign_upload_part(key, upload_id, part.number, md5, settings.url_ttl_seconds)
+        signed = server.signer.put_part(dataset, ref, (upload_id, part.number), md5, server.settings.url_ttl_seconds)
         parts.append(UploadPart(part_number=part.number, request=HttpRequest.presigned(signed)))
     return MultipartUpload(upload_id=upload_id, part_size=promise.parts[0].length, parts=parts)
 
 
 def _negotiate(
-    dataset: DatasetRepository, state: PushState, items: list[ObjectFile], settings: ServerSettings
+    dataset: DatasetRepository, state: PushState, items: list[ObjectFile], server: ServerState
 ) -> list[PushObjectTransfer]:
+    settings = server.settings
     check_parts(items)
     refs = [_required(state, item, settings) for item in items]
     heads = uncommitted_heads(dataset, refs)  # a key it lacks is committed
@@ -156,10 +157,10 @@ def _negotiate(
         if key not in heads or stored_as_promised(heads[key], ref.size, etag):
             transfers.append(PushObjectTransfer(object_file=item, transfer=SkipUpload()))
         elif promise is not None:
-            upload = _multipart(dataset, state, ref, promise, settings)
+            upload = _multipart(dataset, state, ref, promise, server)
             transfers.append(PushObjectTransfer(object_file=item, transfer=upload))
         else:
-            signed = dataset.store.presign_put(key, settings.url_ttl_seconds, content_md5=item.md5)
+            signed = server.signer.put(dataset, ref, settings.url_ttl_seconds, item.md5)
             single = HttpUpload(request=HttpRequest.presigned(signed))
             transfers.append(PushObjectTransfer(object_file=item, transfer=single))
     return transfers
@@ -237,8 +238,7 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
         DatasetPushObjectsTransferRequest,
     ):
         check_page(message.object_files, settings)
-        transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, settings)
-        server.metrics.urls_signed.labels("PUT").inc(sum(isinstance(t.transfer, HttpUpload) for t in transfers))
+        transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, server)
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
     await writing
     committing = asyncio.to_thread(_verify_and_commit, dataset, state)

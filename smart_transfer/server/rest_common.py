@@ -1,5 +1,5 @@
-"""What every simple-protocol route shares: path parameters, the access guard (grants and the request
-limit), the server state as a dependency, and the documented error answers."""
+"""What every simple-protocol route shares: path parameters, the server's one guard (server/guard.py) and
+the server state as dependencies, and the documented error answers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, details_model
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
-from smart_transfer.server.state import ServerState, limit_subject
+from smart_transfer.server.guard import Asking, admitted
+from smart_transfer.server.state import ServerState
 
 DatasetParam = Annotated[
     str,
@@ -53,15 +54,18 @@ State = Annotated[ServerState, Depends(server_state)]
 
 
 async def guard(request: Request) -> AsyncIterator[None]:
-    """Every route: the server must not be shutting down, the token must grant read (GET/HEAD) or
-    write (PUT) on the dataset, and the request takes one of the concurrency slots (global, and per
-    token subject or, for anonymous clients, per address) while it runs."""
-    state = server_state(request)
-    state.refuse_if_draining()
+    """Every route passes the server's one guard (server/guard.py): not draining, a token granting read
+    (GET/HEAD) or write (PUT) on the dataset, one request slot while it runs."""
     access = Access.READ if request.method in ("GET", "HEAD") else Access.WRITE
-    grant = state.authorizer.check(request.headers.get("authorization"), request.path_params.get("dataset", ""), access)
-    with state.requests.hold(limit_subject(grant, request.client.host if request.client else None)):
+    dataset = request.path_params.get("dataset", "")
+    asking = Asking(request.headers.get("authorization"), client_of(request), dataset, access)
+    with admitted(server_state(request), asking):
         yield
+
+
+def client_of(request: Request) -> str | None:
+    """The address of the client of ``request`` (None when the server does not know it)."""
+    return request.client.host if request.client else None
 
 
 def dataset_of(state: ServerState, name: str) -> DatasetRepository:

@@ -29,6 +29,7 @@ from smart_transfer.server.rest_common import (
     guard,
     object_kind,
 )
+from smart_transfer.server.signer import committed_size
 
 router = APIRouter(tags=["simple protocol"], dependencies=[Depends(guard)])
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
@@ -168,16 +169,6 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-def _object_size(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash) -> int:
-    size = repo.index.object_size(repo.name, kind, wanted)
-    if size is None:  # maybe committed by another server since: sync the head once and look again
-        repo.require_tip()
-        size = repo.index.object_size(repo.name, kind, wanted)
-    if size is None:
-        raise ProtocolError(ErrorCode.OBJECT_NOT_FOUND, f"no committed {kind.value} object {wanted} in {repo.name}")
-    return size
-
-
 async def _chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     sentinel = b""
     while chunk := await asyncio.to_thread(next, chunks, sentinel):
@@ -218,14 +209,14 @@ async def read_object(
 ) -> Response:
     repo = dataset_of(state, dataset)
     object_type, wanted = object_kind(kind), Multihash.parse(object_hash)
-    size: int = await run(_object_size, repo, object_type, wanted)
-    key = repo.object_key(ObjectRef(object_type, wanted, size))
+    size: int = await run(committed_size, repo, object_type, wanted)
+    ref = ObjectRef(object_type, wanted, size)
+    key = repo.object_key(ref)
     headers = {"ETag": f'"{wanted}"', "Accept-Ranges": "bytes", "Cache-Control": "immutable"}
     if _etag_matches(if_none_match, str(wanted)):
         return Response(status_code=304, headers=headers)
     if redirect and repo.store.supports_presigning and not repo.store.served_by_owner:
-        signed = await run(repo.store.presign_get, key, state.settings.url_ttl_seconds)
-        state.metrics.urls_signed.labels("GET").inc()
+        signed = await run(state.signer.get, repo, ref, state.settings.url_ttl_seconds)
         return RedirectResponse(signed.url, status_code=307, headers={"Cache-Control": "no-store"})
     span = byte_range(range_header, size)
     start, end = span if span is not None else (0, size - 1)

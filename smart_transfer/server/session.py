@@ -60,7 +60,8 @@ class ServerSession:
         self.connection.expect(*types)
         while True:
             try:
-                frame = await asyncio.wait_for(self.websocket.receive(), self.idle_timeout)
+                async with asyncio.timeout(self.idle_timeout):
+                    frame = await self.websocket.receive()
             except TimeoutError:
                 raise ProtocolError(ErrorCode.TIMEOUT, f"no message for {self.idle_timeout:.0f} s") from None
             if frame["type"] == "websocket.disconnect":

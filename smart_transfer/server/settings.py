@@ -301,6 +301,12 @@ class ServerSettings:
         "serve without --tokens on a non-loopback address (anyone reaching it may write)",
         switch=True,
     )
+    metrics_public: bool = setting(
+        False,
+        "--metrics-public",
+        "answer GET /metrics without a token (by default, with --tokens, a scrape needs a known token)",
+        switch=True,
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)

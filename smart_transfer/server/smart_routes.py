@@ -17,11 +17,12 @@ from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import as_protocol_error
+from smart_transfer.server.guard import Asking, admitted
 from smart_transfer.server.logs import log_access
 from smart_transfer.server.pull_flow import run_pull
 from smart_transfer.server.push_flow import run_push
 from smart_transfer.server.session import ClientGone, ServerSession
-from smart_transfer.server.state import ServerState, limit_subject
+from smart_transfer.server.state import ServerState
 
 Flow = Callable[[ServerSession, DatasetRepository, ServerState], Awaitable[None]]
 FLOWS: dict[str, tuple[Flow, Access]] = {"pull": (run_pull, Access.READ), "push": (run_push, Access.WRITE)}
@@ -48,18 +49,16 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
     """Accept, authorize and run one session within the session limits and timeout."""
     settings = state.settings
     await session.accept()
-    state.refuse_if_draining()
     dataset = state.repository.dataset(record.dataset)
     flow, access = FLOWS[record.flow]
-    grant = state.authorizer.check(websocket.headers.get("authorization"), dataset.name, access)
-    record.subject = session.subject = limit_subject(grant, record.client)
+    asking = Asking(websocket.headers.get("authorization"), record.client, dataset.name, access)
     active = state.metrics.sessions_active.labels(record.flow)
-    with state.sessions.hold(record.subject):
+    with admitted(state, asking, state.sessions) as admission:
+        record.subject = session.subject = admission.subject
         active.inc()
         try:
-            await asyncio.wait_for(
-                state.until_shutdown(flow(session, dataset, state)), settings.session_timeout_seconds
-            )
+            async with asyncio.timeout(settings.session_timeout_seconds):
+                await state.until_shutdown(flow(session, dataset, state))
         except TimeoutError:
             raise ProtocolError(
                 ErrorCode.TIMEOUT, f"session exceeded {settings.session_timeout_seconds:.0f} s"

@@ -17,6 +17,7 @@ from smart_transfer.server.follow import HeadWatch
 from smart_transfer.server.limits import ConcurrencyLimit
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.server.settings import ServerSettings
+from smart_transfer.server.signer import Signer
 
 T = TypeVar("T")
 
@@ -39,6 +40,8 @@ class ServerState:
         self.base_url = base_url
         self.metrics = Metrics()
         repository.store.observe(self.metrics.store_call)
+        #: Every presigned object URL is made and counted here (server/signer.py).
+        self.signer = Signer(self.metrics)
         self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
         self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
         self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)

@@ -17,6 +17,7 @@ whole-second resolution, so the read timeout is rounded up to the next second he
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import math
 from collections.abc import Callable, Mapping
@@ -119,15 +120,16 @@ class CurlEngine:
         if what == pycurl.POLL_REMOVE:
             self._unwatch(fd)
             return
+        # libcurl may close a socket and open another with the same number without a POLL_REMOVE in
+        # between; the kernel dropped the old one from epoll, but the loop's selector still holds it
+        # and would only "modify" it (not register the new socket) when the events are the same.
+        # Removing first makes every change a fresh registration.
+        self._unwatch(fd)
         self._watched.add(fd)
         if what in (pycurl.POLL_IN, pycurl.POLL_INOUT):
             loop.add_reader(fd, self._act, fd, pycurl.CSELECT_IN)
-        else:
-            loop.remove_reader(fd)
         if what in (pycurl.POLL_OUT, pycurl.POLL_INOUT):
             loop.add_writer(fd, self._act, fd, pycurl.CSELECT_OUT)
-        else:
-            loop.remove_writer(fd)
 
     def _unwatch(self, fd: int) -> None:
         if fd in self._watched:
@@ -143,11 +145,26 @@ class CurlEngine:
             self._timer = self._loop.call_later(milliseconds / 1000, self._act, pycurl.SOCKET_TIMEOUT, 0)
 
     def _act(self, fd: int, event: int) -> None:
-        while True:
-            status, _ = self._multi.socket_action(fd, event)
-            if status != pycurl.E_CALL_MULTI_PERFORM:
-                break
-        self._collect()
+        try:
+            while True:
+                status, _ = self._multi.socket_action(fd, event)
+                if status != pycurl.E_CALL_MULTI_PERFORM:
+                    break
+            self._collect()
+        except Exception as exc:
+            # raised in a loop callback, it would only be logged and the exchanges it was to complete
+            # would wait forever: every exchange in flight fails with it instead
+            self._fail_all(exc)
+            raise
+
+    def _fail_all(self, exc: Exception) -> None:
+        for handle, exchange in list(self._busy.items()):
+            del self._busy[handle]
+            with contextlib.suppress(pycurl.error):
+                self._multi.remove_handle(handle)
+            handle.close()
+            if not exchange.future.done():
+                exchange.future.set_exception(StorageUnreachable(f"libcurl engine failed: {exc}"))
 
     def _collect(self) -> None:
         while True:

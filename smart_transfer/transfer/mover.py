@@ -10,6 +10,7 @@ MAX_PARTS parts in all, so that one answer's URLs stay small."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, ObjectFile
 from smart_transfer.storage.parts import MAX_PARTS
 from smart_transfer.transfer.errors import TransferFailed, UrlExpired
+from smart_transfer.transfer.watchdog import ProgressWatchdog
 
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
 REFRESH_SHARE = 0.25
@@ -29,6 +31,9 @@ MAX_REFRESHES_PER_OBJECT = 5
 #: Signed URLs waiting for a worker, per worker, before the first page: the queue starts at this
 #: times ``parallel`` and doubles (up to the page size) whenever a worker finds it empty.
 INITIAL_URLS_PER_WORKER = 2
+
+#: How long a failed move waits for its other transfers to stop before it reports the failure.
+STOP_GRACE_SECONDS = 10.0
 
 ObjectKey = tuple[str, str]
 
@@ -92,26 +97,48 @@ class ObjectMover:
         parallel: int,
         page_size: int,
         slots: asyncio.Semaphore | None = None,
+        watchdog: ProgressWatchdog | None = None,
     ) -> None:
         """``slots``: the transfer slots objects take (``parallel`` of them unless given: large
-        objects' extra ranges or parts take slots from the same pool, see ``pieces.py``)."""
+        objects' extra ranges or parts take slots from the same pool, see ``pieces.py``);
+        ``watchdog``: told of every transfer and negotiation in flight (see ``watchdog.py``)."""
         self.negotiate = negotiate
         self.work = work
         self.parallel = parallel  # at least 1: ClientOptions checks it once, where it is given
         self.page_size = max(1, page_size)
         self.slots = slots or asyncio.Semaphore(self.parallel)
         self.result = MoveResult()
+        self.watchdog = watchdog
+        self._total = 0
+        self._negotiated = 0
+        self._moving: set[str] = set()
         self._urls: dict[ObjectKey, _Url] = {}
         self._ready: deque[ObjectFile] = deque()  # signed, not yet started
         self._window = min(self.page_size, self.parallel * INITIAL_URLS_PER_WORKER)
         self._changed = asyncio.Condition()
         self._negotiated_all = False
+        #: Set once the move fails: the producer stops even if a cancellation never reached it
+        #: (an awaited answer that arrives with the cancellation can swallow it).
+        self._stopped = False
         self._pages = 0  # pages delivered to the queue
         self._grown_for = 0  # the page after which the queue last grew for a starving worker
         self._refresh_lock = asyncio.Lock()
 
+    def _flight(self) -> contextlib.AbstractContextManager[None]:
+        return self.watchdog.in_flight() if self.watchdog is not None else contextlib.nullcontext()
+
+    def outstanding(self) -> str:
+        """What is left of the move, for an error that stops it."""
+        moving = sorted(self._moving)[:3]
+        return (
+            f"{self.result.transferred} of {self._total} objects moved, {len(self._ready)} signed and waiting, "
+            f"{self._total - self._negotiated} not yet negotiated, {len(self._moving)} moving"
+            + (f" ({', '.join(moving)})" if moving else "")
+        )
+
     async def _ask(self, page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, Transfer | None]]:
-        answers = await self.negotiate(page)
+        with self._flight():
+            answers = await self.negotiate(page)
         now = time.time()
         for item, request in answers:
             if request is not None:
@@ -124,10 +151,13 @@ class ObjectMover:
         while start < len(objects):
             async with self._changed:
                 # refill when half the window is left: the answer arrives before the workers run dry
-                await self._changed.wait_for(lambda: len(self._ready) <= self._window // 2)
+                await self._changed.wait_for(lambda: self._stopped or len(self._ready) <= self._window // 2)
+            if self._stopped:
+                return
             page = pages(objects[start : start + self._window], self.page_size)[0]
             start += len(page)
             answers = await self._ask(page)
+            self._negotiated += len(page)
             work = [item for item, request in answers if request is not None]
             self.result.skipped += len(answers) - len(work)
             if not work:
@@ -149,8 +179,8 @@ class ObjectMover:
                 # the workers outran the negotiation: sign more per page (once per page delivered)
                 self._grown_for = self._pages
                 self._grow()
-            await self._changed.wait_for(lambda: bool(self._ready) or self._negotiated_all)
-            if not self._ready:
+            await self._changed.wait_for(lambda: bool(self._ready) or self._negotiated_all or self._stopped)
+            if not self._ready or self._stopped:
                 return None
             item = self._ready.popleft()
             self._changed.notify_all()
@@ -178,10 +208,16 @@ class ObjectMover:
             refusals = 0
             while True:
                 if self._urls[key].stale(time.time()):
-                    request = await self._refresh(item, force=False)
+                    with self._flight():
+                        request = await self._refresh(item, force=False)
                 try:
                     # not `+= await ...`: that reads the total before awaiting and loses updates
-                    moved = await self.work(item, request)
+                    with self._flight():
+                        self._moving.add(item.physical_hash)
+                        try:
+                            moved = await self.work(item, request)
+                        finally:
+                            self._moving.discard(item.physical_hash)
                     self.result.bytes += moved
                     self.result.transferred += 1
                     return
@@ -190,7 +226,8 @@ class ObjectMover:
                     refusals = 0 if refused.moved else refusals + 1
                     if refusals >= MAX_REFRESHES_PER_OBJECT:
                         raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs") from None
-                    request = await self._refresh(item, force=True)
+                    with self._flight():
+                        request = await self._refresh(item, force=True)
 
     async def _worker(self) -> None:
         while (item := await self._next()) is not None:
@@ -198,13 +235,24 @@ class ObjectMover:
 
     async def move(self, objects: Sequence[ObjectFile]) -> MoveResult:
         """Move every object; raises the first failure after the other transfers have stopped."""
+        self._total = len(objects)
         tasks = [asyncio.create_task(self._produce(objects))]
         tasks += [asyncio.create_task(self._worker()) for _ in range(self.parallel)]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._stop(tasks)
             raise
         return self.result
+
+    async def _stop(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Stop every task of a failed move: cancelled, and told by the stop flag (a task that lost
+        its cancellation ends at its next wait); waits at most STOP_GRACE_SECONDS for them."""
+        self._stopped = True
+        for task in tasks:
+            task.cancel()
+        async with self._changed:
+            self._changed.notify_all()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STOP_GRACE_SECONDS):
+                await asyncio.gather(*tasks, return_exceptions=True)

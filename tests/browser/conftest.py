@@ -148,6 +148,7 @@ def browser(tmp_path: Path) -> Iterator[object]:
     for argument in CHROMIUM_ARGS:
         options.add_argument(argument)
     options.add_argument(f"--user-data-dir={tmp_path / f'chromium-{secrets.token_hex(4)}'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console messages, for get_log
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(PAGE_LOAD_SECONDS)
     driver.set_script_timeout(PAGE_LOAD_SECONDS)

@@ -68,7 +68,9 @@ def _sign_in(driver: Any, url: str, token: str) -> None:
     _wait(driver, lambda d: d.find_elements(_by("ID"), "sign-out"))
 
 
-def _status(url: str, cookie: str | None = None, accept: str | None = None) -> tuple[int, bytes]:
+def _status(
+    url: str, cookie: str | None = None, accept: str | None = None, token: str | None = None
+) -> tuple[int, bytes]:
     """Status and body of a GET without following redirects (urllib, bounded)."""
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -80,6 +82,8 @@ def _status(url: str, cookie: str | None = None, accept: str | None = None) -> t
         request.add_header("Cookie", f"smart_transfer_token={cookie}")
     if accept:
         request.add_header("Accept", accept)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.build_opener(NoRedirect).open(request, timeout=PAGE_LOAD_SECONDS) as answer:
             return answer.status, answer.read()
@@ -90,8 +94,9 @@ def _status(url: str, cookie: str | None = None, accept: str | None = None) -> t
 def test_the_list_shows_exactly_what_the_token_may_read(ui_server: UiServer, browser: Any) -> None:
     url = ui_server.server.url
     browser.get(f"{url}/ui")
-    assert _listed(browser) == []  # anonymous reads nothing on a server with a tokens file
-    assert browser.find_element(_by("ID"), "empty").is_displayed()
+    assert _listed(browser) == []  # anonymous reads nothing on a server with a tokens file: sign in
+    assert browser.find_element(_by("ID"), "problem").text == "sign in with a token to see this page"
+    assert _status(f"{url}/ui")[0] == 401  # the status REST answers without a token
     screenshot(browser, f"signed-out-{ui_server.backend}")
 
     _sign_in(browser, url, ui_server.tokens["alice"])
@@ -164,7 +169,8 @@ def test_a_dataset_page_shows_chain_schema_and_tails_rows(ui_server: UiServer, b
     assert f"--url {url} --read pub-rich" in browser.find_element(_by("ID"), "sharing-profile").text
 
     # the preview's bytes are counted as data bytes through the server
-    metrics = _status(f"{url}/metrics")[1].decode()
+    assert _status(f"{url}/metrics")[0] == 401  # a scrape needs a token on a server with tokens
+    metrics = _status(f"{url}/metrics", token=ui_server.tokens["alice"])[1].decode()
     counted = [line for line in metrics.splitlines() if line.startswith("smart_transfer_preview_bytes_total ")]
     assert counted and float(counted[0].split()[1]) > 0
 
@@ -209,8 +215,10 @@ def test_bad_input_gets_a_page_saying_so(ui_server: UiServer, browser: Any) -> N
     token = ui_server.tokens["alice"]
     _sign_in(browser, url, token)
     cases = {
-        "/ui/datasets/no-such": (404, "no dataset no-such"),
-        "/ui/datasets/secret-d": (404, "no dataset secret-d"),  # not readable: the same answer
+        "/ui/datasets/pub-no-such": (404, "dataset pub-no-such does not exist"),
+        "/ui/datasets/secret-d": (403, "alice may not read secret-d"),  # what REST answers
+        "/ui/datasets/a..b": (403, "alice may not read a..b"),  # the grant is checked first, as on REST
+        "/ui/datasets/pub-a..b": (400, "pub-a..b"),  # then the name: InvalidDatasetName, as on REST
         "/ui/datasets/pub-rich?page=9": (404, "past the end"),
         "/ui/datasets/pub-rich?page=abc": (400, "page must be a whole number"),
         "/ui/datasets/pub-rich?per=0": (400, "per must be a whole number"),
@@ -243,6 +251,9 @@ def test_server_page_and_the_root_redirect(ui_server: UiServer, browser: Any) ->
     assert code == 401 and b'"code"' in body  # API clients keep the JSON answer
     assert _status(url + "/", accept="text/html,*/*;q=0.8")[0] == 303
 
+    assert _status(f"{url}/ui/server")[0] == 401  # the server page needs a signed-in token too
+    token = ui_server.tokens["alice"]
+    _sign_in(browser, url, token)
     browser.get(f"{url}/ui/server")
     assert browser.find_element(_by("ID"), "health").text == "ok"
     assert browser.find_element(_by("ID"), "ready").text == "yes"
@@ -250,8 +261,9 @@ def test_server_page_and_the_root_redirect(ui_server: UiServer, browser: Any) ->
     assert browser.find_element(_by("ID"), "store-kind").text == expected_store
     counters = browser.find_element(_by("ID"), "counters").text
     assert "sessions" in counters and "flow=push, outcome=ok" in counters
-    code, _ = _status(f"{url}/ui/server")
-    csp = urllib.request.urlopen(f"{url}/ui/server", timeout=PAGE_LOAD_SECONDS).headers["Content-Security-Policy"]
+    code, _ = _status(f"{url}/ui/server", cookie=token)
+    signed_in = urllib.request.Request(f"{url}/ui/server", headers={"Cookie": f"smart_transfer_token={token}"})
+    csp = urllib.request.urlopen(signed_in, timeout=PAGE_LOAD_SECONDS).headers["Content-Security-Policy"]
     assert code == 200 and "script-src 'self'" in csp and "unsafe-inline" not in csp
     screenshot(browser, f"server-{ui_server.backend}")
 

@@ -208,6 +208,7 @@ def _error(response: httpx.Response, status: int, code: str) -> None:
     assert response.status_code == status, response.text
     body = response.json()
     assert body["errorCode"] == code and isinstance(body["message"], str) and body["message"], body
+    assert ("not allowed" in body["message"]) == (status == 405), body  # only a wrong method says so
 
 
 def test_tokens_and_grants_decide_what_a_client_sees(sharing: Sharing, tmp_path: Path) -> None:
@@ -242,9 +243,13 @@ def test_bad_input_gets_the_protocols_error_and_changes_nothing(sharing: Sharing
         _error(http.get(f"{base}/{SHARE}/schemas/{SCHEMA}/tables/no-such/metadata"), 404, "RESOURCE_DOES_NOT_EXIST")
         _error(http.get(f"{base}/{SHARE}/schemas/{SCHEMA}/tables/bad..name/version"), 404, "RESOURCE_DOES_NOT_EXIST")
         _error(http.post(f"{table}/query", json={"version": 3}), 400, "INVALID_PARAMETER_VALUE")
-        _error(http.post(f"{table}/query", json={"version": -1}), 400, "MALFORMED_REQUEST")
-        _error(http.post(f"{table}/query", content=b"{not json"), 400, "MALFORMED_REQUEST")
-        _error(http.post(f"{table}/query", json={"limitHint": "many"}), 400, "MALFORMED_REQUEST")
+        # a body that is not the query object at all: MALFORMED_REQUEST; a field of the wrong type or range:
+        # INVALID_PARAMETER_VALUE (types are strict: neither true nor "1" is a version)
+        for body in (b"{not json", b"\xff\xfe{}", b"[1]", b'"version"', b"3"):
+            _error(http.post(f"{table}/query", content=body), 400, "MALFORMED_REQUEST")
+        wrong: list[dict[str, Any]] = [{"version": -1}, {"version": True}, {"version": "1"}, {"limitHint": "many"}]
+        for fields in [*wrong, {"predicateHints": 3}, {"predicateHints": [1]}]:
+            _error(http.post(f"{table}/query", json=fields), 400, "INVALID_PARAMETER_VALUE")
         _error(http.post(f"{table}/query", json={"jsonPredicateHints": "{oops"}), 400, "INVALID_PARAMETER_VALUE")
         _error(http.post(f"{table}/query", json={"jsonPredicateHints": '{"op": 1}'}), 400, "INVALID_PARAMETER_VALUE")
         _error(
@@ -265,7 +270,9 @@ def test_bad_input_gets_the_protocols_error_and_changes_nothing(sharing: Sharing
             _error(
                 http.get(f"{base}/{SHARE}/all-tables", params={"pageToken": token_text}), 400, "INVALID_PARAMETER_VALUE"
             )
-        _error(http.delete(f"{table}/query"), 405, "METHOD_NOT_ALLOWED")
+        wrong_method = http.delete(f"{table}/query")
+        _error(wrong_method, 405, "METHOD_NOT_ALLOWED")
+        assert wrong_method.headers["allow"] == "POST"
         _error(http.get(f"{base}/{SHARE}/nothing-here"), 404, "RESOURCE_DOES_NOT_EXIST")
 
         answer = http.get(f"{table}/metadata")

@@ -401,17 +401,21 @@ class Session:
         sent = [str(h) for h, _ in unpack_blocks(answer.data).blocks]
         assert sent == self.planned, f"the tarball holds {sent}, the plan said {self.planned}"
 
-    def _page_errors(self, items: list[m.ObjectFile], allowed: set[tuple[str, str, int]]) -> dict[ErrorCode, Details]:
+    def _page_errors(
+        self, items: list[m.ObjectFile], allowed: set[tuple[str, str, int]], refusal: ErrorCode
+    ) -> dict[ErrorCode, Details]:
+        """A page's errors: too many objects, or ``refusal`` for an object outside ``allowed`` (a pull:
+        ObjectNotFound, the signer's answer for an object not committed; a push: ObjectNotAllowed)."""
         errors: dict[ErrorCode, Details] = {}
         if len(items) > PAGE_LIMIT:
             errors[ErrorCode.TOO_MANY_OBJECTS] = {"max_objects_per_page": PAGE_LIMIT}
         if any(_key(item) not in allowed for item in items):
-            errors[ErrorCode.OBJECT_NOT_ALLOWED] = {}
+            errors[refusal] = {}
         return errors
 
     def _pull_page(self, items: list[m.ObjectFile]) -> Expect:
         held = {_key(item) for item in self.world.chain_objects}
-        errors = self._page_errors(items, held)
+        errors = self._page_errors(items, held, ErrorCode.OBJECT_NOT_FOUND)
         if errors:
             return Expect(errors=errors)
 
@@ -458,7 +462,7 @@ class Session:
 
     def _push_page(self, items: list[m.ObjectFile]) -> Expect:
         required = {_key(item) for item in self.world.bundle_objects(self.bundle)}
-        errors = self._page_errors(items, required)
+        errors = self._page_errors(items, required, ErrorCode.OBJECT_NOT_ALLOWED)
         if any(item.md5 is None for item in items):
             errors[ErrorCode.BAD_MESSAGE] = {}  # an upload needs its MD5
         if errors:

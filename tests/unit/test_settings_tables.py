@@ -1,4 +1,4 @@
-"""The README's settings tables are the declarations (`make specs` regenerates them)."""
+"""The documentation's settings tables are the declarations (`make specs` regenerates them)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from settings_tables import README, TABLES, rendered
+from docs_reference import REFERENCE, settings_page
 
 
-def test_the_readme_tables_are_the_declared_settings() -> None:
-    text = README.read_text()
-    assert rendered(text) == text, "README.md's settings tables differ from the declarations: run `make specs`"
-    for name in TABLES:
-        assert f"<!-- settings:{name} " in text
+def test_the_settings_page_is_the_declared_settings() -> None:
+    page = REFERENCE / "settings.md"
+    assert page.read_text() == settings_page(), "docs/reference/settings.md differs from the code: run `make specs`"
 
 
-def test_every_declared_serve_flag_is_in_the_readme() -> None:
-    from smart_transfer.config import declarations
-    from smart_transfer.server.settings import ServerSettings
+def test_every_declared_serve_flag_and_variable_is_on_the_settings_page() -> None:
+    from smart_transfer.config import declarations, environment_name
+    from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
 
-    text = README.read_text()
-    assert all(f"| `{declared.flag}` |" in text for _, _, declared in declarations(ServerSettings))
+    text = (REFERENCE / "settings.md").read_text()
+    for _, _, declared in declarations(ServerSettings):
+        assert f"| `{declared.flag}` |" in text
+        if declared.from_environment:
+            assert f"`{environment_name(ENV_PREFIX, declared)}`" in text

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from smart_transfer.server.auth import TokensFileError, load_grants
+    from smart_transfer.server.auth import load_grants
     from smart_transfer.server.runner import serve
+    from smart_transfer.server.tokens_file import TokensFileError
 
     settings = settings_from(args, ServerSettings, ENV_PREFIX)
     try:
@@ -43,7 +44,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_token_add(args: argparse.Namespace) -> int:
-    from smart_transfer.server.auth import TokensFileError, add_token
+    from smart_transfer.server.auth import add_token
+    from smart_transfer.server.tokens_file import TokensFileError
 
     if not args.read and not args.write:
         raise CliError("give at least one --read or --write pattern", EXIT_USAGE)
@@ -56,10 +58,12 @@ def run_token_add(args: argparse.Namespace) -> int:
 
 def run_token_profile(args: argparse.Namespace) -> int:
     """A new read token, written as a Delta Sharing profile (to a file or standard output) and then added
-    to the tokens file: a profile that cannot be written adds no token."""
-    from smart_transfer.reading.output import open_output
-    from smart_transfer.server.auth import TokensFileError, add_token, new_token
+    to the tokens file: the profile is complete and durable before the token is live, so a profile that
+    cannot be written adds no token, and a token that cannot be added takes back a profile file it created."""
+    from smart_transfer.reading.output import output_written
+    from smart_transfer.server.auth import add_token, check_tokens_file, new_token
     from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
+    from smart_transfer.server.tokens_file import TokensFileError
 
     if not args.read:
         raise CliError("give at least one --read pattern", EXIT_USAGE)
@@ -67,10 +71,11 @@ def run_token_profile(args: argparse.Namespace) -> int:
         profile = sharing_profile(args.url, new_token())
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+    tokens = Path(args.tokens)
     try:
-        with open_output(args.output, mode=0o600) as sink:
-            sink.write(profile_bytes(profile))
-            add_token(Path(args.tokens), args.subject, args.read, [], profile["bearerToken"])
+        check_tokens_file(tokens)  # a file no token can be added to is refused before the profile is written
+        with output_written(args.output, profile_bytes(profile), mode=0o600):
+            add_token(tokens, args.subject, args.read, [], profile["bearerToken"])
     except TokensFileError as exc:
         raise CliError(str(exc)) from None
     if args.output != "-":
@@ -79,7 +84,8 @@ def run_token_profile(args: argparse.Namespace) -> int:
 
 
 def run_token_list(args: argparse.Namespace) -> int:
-    from smart_transfer.server.auth import TokensFileError, load_grants
+    from smart_transfer.server.auth import load_grants
+    from smart_transfer.server.tokens_file import TokensFileError
 
     try:
         grants = load_grants(Path(args.tokens))
@@ -96,7 +102,8 @@ def run_token_list(args: argparse.Namespace) -> int:
 
 
 def run_token_revoke(args: argparse.Namespace) -> int:
-    from smart_transfer.server.auth import TokensFileError, revoke_tokens
+    from smart_transfer.server.auth import revoke_tokens
+    from smart_transfer.server.tokens_file import TokensFileError
 
     try:
         removed = revoke_tokens(Path(args.tokens), args.subject)

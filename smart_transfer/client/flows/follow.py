@@ -66,5 +66,6 @@ class Follower:
                 delay = backoff_delay(self._failures, FOLLOW_RECONNECT_DELAY, MAX_FOLLOW_RECONNECT_DELAY)
                 self.warn(f"{name}: the session ended ({exc}); resuming with a pull in {delay:.1f} s")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self.stop.wait()
         return self.updates

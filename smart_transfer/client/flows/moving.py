@@ -19,6 +19,7 @@ from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeo
 from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
 from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
+from smart_transfer.transfer.watchdog import DEFAULT_PROGRESS_TIMEOUT, ProgressWatchdog
 
 if TYPE_CHECKING:
     import aiohttp
@@ -56,6 +57,8 @@ class FlowOptions:
     peer_health: PeerHealth | None = None
     #: How large objects move (ranged downloads, parts in flight).
     large: LargeObjects = field(default_factory=LargeObjects)
+    #: Seconds objects may have nothing in flight and make no progress (see ``transfer/watchdog.py``).
+    progress_timeout: float = DEFAULT_PROGRESS_TIMEOUT
 
 
 @dataclass
@@ -116,6 +119,8 @@ class Meter:
         self.objects_done = 0
         self.bytes_done = 0
         self.callback = callback
+        #: Told of every change (the phase's progress watchdog), besides the callback.
+        self.touch: Callable[[], None] | None = None
 
     def add_bytes(self, count: int) -> None:
         """Count bytes moved and report progress."""
@@ -128,6 +133,8 @@ class Meter:
         self._report()
 
     def _report(self) -> None:
+        if self.touch is not None:
+            self.touch()
         if self.callback is not None:
             self.callback(
                 ProgressUpdate(self.operation, self.objects_done, self.objects_total, self.bytes_done, self.bytes_total)
@@ -242,5 +249,19 @@ async def move_objects(
 
         page_size = max(1, min(options.page_size, page_limit))
         mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size, slots=wire.slots)
-        with beat.interruptible():
-            return await mover.move(files)
+        async with watched(options, meter, mover.outstanding) as mover.watchdog:
+            with beat.interruptible():
+                return await mover.move(files)
+
+
+@contextlib.asynccontextmanager
+async def watched(
+    options: FlowOptions, meter: Meter, outstanding: Callable[[], str]
+) -> AsyncIterator[ProgressWatchdog]:
+    """A progress watchdog over one phase that moves objects, touched by ``meter``'s progress."""
+    async with ProgressWatchdog(options.progress_timeout, outstanding) as watchdog:
+        meter.touch = watchdog.touch
+        try:
+            yield watchdog
+        finally:
+            meter.touch = None

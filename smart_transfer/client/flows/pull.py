@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import install_checked, install_latest
 from smart_transfer.client.flows.chain import local_chain
-from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
+from smart_transfer.client.flows.moving import (
+    FlowOptions,
+    KeepAlive,
+    Meter,
+    TransferSummary,
+    Wire,
+    move_objects,
+    watched,
+)
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
@@ -333,15 +341,18 @@ async def _from_peers(
 
     # a peer that fails is left for the next source at once: no retries against it
     timeouts = replace(job.options.timeouts, attempts=1)
-    async with make_session(job.options.parallel, timeouts) as http:
+    asked = f"{len(files)} objects asked of {len(start.peers)} peer(s)"
+    async with make_session(job.options.parallel, timeouts) as http, watched(job.options, meter, lambda: asked) as dog:
 
         async def fetch(item: ObjectFile, request: HttpRequest) -> int:
-            size = await _download(job, timeouts, http, item, request, meter)
+            with dog.in_flight():
+                size = await _download(job, timeouts, http, item, request, meter)
             meter.add_object()
             return size
 
         with beat.interruptible():
-            peers = await health.reachable(http, [peer.url for peer in start.peers])
+            with dog.in_flight():
+                peers = await health.reachable(http, [peer.url for peer in start.peers])
             fetcher = PeerFetcher(health, peers, fetch, job.options.parallel)
             left = await fetcher.fetch_all(files)
     summary.objects_from_peers = fetcher.report.objects

@@ -101,7 +101,8 @@ class ClientSession:
         self.connection.expect(*types)
         while True:
             try:
-                frame = await asyncio.wait_for(self.socket.recv(), self.answer_timeout)
+                async with asyncio.timeout(self.answer_timeout):
+                    frame = await self.socket.recv()
             except TimeoutError:
                 raise LocalError(
                     ErrorCode.TIMEOUT, f"no answer from the server for {self.answer_timeout:.0f} s"
@@ -135,7 +136,9 @@ class ClientSession:
     async def _why_closed(self) -> SmartTransferError:
         try:
             while True:  # an Error sent just before the close frame is still in the queue
-                self._receive(await asyncio.wait_for(self.socket.recv(), CLOSE_TIMEOUT))
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    frame = await self.socket.recv()
+                self._receive(frame)
         except SmartTransferError as exc:
             return exc
         except (ConnectionClosed, TimeoutError):

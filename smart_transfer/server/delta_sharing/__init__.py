@@ -20,6 +20,7 @@ from smart_transfer.server.delta_sharing.errors import (
     sharing_http_handler,
     sharing_validation_handler,
 )
+from smart_transfer.server.delta_sharing.query import QueryRequest
 from smart_transfer.server.delta_sharing.routes import router
 from smart_transfer.server.delta_sharing.tables import Tables
 from smart_transfer.server.errors import TYPED_ERRORS, drop_validation_answers
@@ -50,6 +51,8 @@ def sharing_app(state: ServerState) -> FastAPI:
         version=smart_transfer.__version__,
         summary="Datasets as Delta Sharing tables (protocol: delta-io/delta-sharing PROTOCOL.md).",
         servers=[{"url": PREFIX}],
+        docs_url=None,  # the server's /docs shows this document too
+        redoc_url=None,
     )
     app.state.smart_transfer = state
     app.state.sharing_tables = Tables(state.repository)
@@ -70,7 +73,9 @@ def _document(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = generate()
-            drop_validation_answers(schema)["SharingErrorBody"] = SharingErrorBody.model_json_schema()
+            schemas = drop_validation_answers(schema)
+            schemas["SharingErrorBody"] = SharingErrorBody.model_json_schema()
+            schemas["QueryRequest"] = QueryRequest.model_json_schema()  # the route reads its body itself
             app.openapi_schema = schema
         return app.openapi_schema
 

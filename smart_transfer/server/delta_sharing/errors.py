@@ -76,8 +76,13 @@ async def sharing_validation_handler(_request: Request, exc: Exception) -> JSONR
 
 
 async def sharing_http_handler(request: Request, exc: Exception) -> JSONResponse:
-    """No such route (404) or method (405) under the prefix."""
+    """Starlette's own answers under the prefix: no such route (404), a wrong method (405, with the
+    path's Allow), or any other refusal in its own words."""
     assert isinstance(exc, HTTPException)
     status = exc.status_code
-    message = f"no route {request.url.path}" if status == 404 else f"{request.method} is not allowed here"
-    return sharing_response(status, CODE_BY_STATUS.get(status, INVALID_PARAMETER_VALUE), message)
+    code = CODE_BY_STATUS.get(status, INVALID_PARAMETER_VALUE)
+    if status == 404:
+        return sharing_response(status, code, f"no route {request.url.path}")
+    if status == 405:
+        return sharing_response(status, code, f"{request.method} is not allowed here", dict(exc.headers or {}))
+    return sharing_response(status, code, str(exc.detail))

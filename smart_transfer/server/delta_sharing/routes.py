@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from smart_transfer.model import InvalidDatasetName, ObjectKind, ObjectRef
 from smart_transfer.server.auth import Access, Grant
@@ -25,6 +24,7 @@ from smart_transfer.server.delta_sharing.docs import (
 from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
 from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, dataset_name, is_schema, is_share, table_name
+from smart_transfer.server.delta_sharing.query import QUERY_BODY_DOCUMENT, QueryRequest, query_body
 from smart_transfer.server.delta_sharing.responses import (
     MAX_RESULTS,
     SignedFile,
@@ -37,8 +37,9 @@ from smart_transfer.server.delta_sharing.responses import (
     version_answer,
 )
 from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
-from smart_transfer.server.rest_common import server_state
-from smart_transfer.server.state import ServerState, limit_subject
+from smart_transfer.server.guard import Asking, admitted
+from smart_transfer.server.rest_common import client_of, server_state
+from smart_transfer.server.state import ServerState
 
 NAME = Annotated[str, Path(max_length=256)]
 MaxResults = Annotated[
@@ -63,15 +64,18 @@ class Caller:
 
 
 def caller(request: Request) -> Iterator[Caller]:
-    """Every route: not while shutting down, a known bearer token (401), one request slot (429)."""
+    """Every route passes the server's one guard (server/guard.py): not draining, a known bearer token
+    (401), a read grant on the table's dataset when the path names a table (403), one request slot (429)."""
+    table = request.path_params.get("table")
+    dataset = dataset_name(table) if table is not None else None
+    asking = Asking(request.headers.get("authorization"), client_of(request), dataset, Access.READ)
     state = server_state(request)
-    state.refuse_if_draining()
-    grant = state.authorizer.subject(request.headers.get("authorization"))
-    with state.requests.hold(limit_subject(grant, request.client.host if request.client else None)):
-        yield Caller(state, grant, request.app.state.sharing_tables)
+    with admitted(state, asking) as admission:
+        yield Caller(state, admission.grant, request.app.state.sharing_tables)
 
 
 Who = Annotated[Caller, Depends(caller)]
+QueryBody = Annotated[QueryRequest, Depends(query_body)]
 router = APIRouter(tags=["Delta Sharing"])
 LISTING: dict[str, Any] = {"responses": errors(404), "response_model_exclude_none": True}
 
@@ -89,11 +93,8 @@ def _schema(share: str, schema: str) -> None:
 
 def _table(who: Caller, share: str, schema: str, table: str) -> TableHistory:
     _schema(share, schema)
-    name = dataset_name(table)
-    if not who.may_read(name):
-        raise SharingError(403, f"{who.grant.subject if who.grant else 'anonymous'} may not read {name}")
-    try:
-        return who.tables.history(name)
+    try:  # the guard checked the grant
+        return who.tables.history(dataset_name(table))
     except InvalidDatasetName:
         raise not_found(f"no table {table[:100]!r}") from None
 
@@ -212,32 +213,16 @@ def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME) -> Response
     return ndjson_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
 
 
-class QueryRequest(BaseModel):
-    """The query body: every field optional (fields this server does not know are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    predicateHints: list[str] | None = Field(default=None, max_length=100)  # noqa: N815 - the protocol's names
-    jsonPredicateHints: str | None = Field(default=None, max_length=65536)  # noqa: N815
-    limitHint: int | None = Field(default=None, ge=0)  # noqa: N815
-    version: int | None = Field(default=None, ge=0)
-    timestamp: str | None = Field(default=None, max_length=64)
-    startingVersion: int | None = Field(default=None, ge=0)  # noqa: N815
-    endingVersion: int | None = Field(default=None, ge=0)  # noqa: N815
-
-
 def _signed(who: Caller, history: TableHistory, entries: list[TableVersion]) -> list[SignedFile]:
     """A presigned GET per file, living the sharing URL lifetime."""
     dataset = who.state.repository.dataset(history.dataset)
-    store = who.state.repository.store
     ttl = who.state.settings.sharing_url_ttl
     signed = []
     for entry in entries:
         assert entry.data is not None
         ref = ObjectRef(ObjectKind.DATA, entry.data.physical_hash, entry.data.size)
-        request = store.presign_get(dataset.object_key(ref), ttl)
+        request = who.state.signer.get(dataset, ref, ttl)
         signed.append(SignedFile(entry, request.url, request.expires_at))
-    who.state.metrics.urls_signed.labels("GET").inc(len(signed))
     return signed
 
 
@@ -270,10 +255,10 @@ def _range(history: TableHistory, start: int, end: int | None) -> tuple[int, int
     summary="A table's files, with presigned URLs (NDJSON)",
     response_class=Response,
     responses=table_responses("protocol, metaData, then a file (or, with startingVersion, an add) line per file"),
+    openapi_extra=QUERY_BODY_DOCUMENT,
 )
-def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryRequest | None = None) -> Response:
+def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBody) -> Response:
     history = _table(who, share, schema, table)
-    body = body or QueryRequest()
     travel = [name for name in ("version", "timestamp", "startingVersion") if getattr(body, name) is not None]
     if len(travel) > 1:
         raise invalid(f"give at most one of version, timestamp and startingVersion (got {', '.join(travel)})")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 import smart_transfer
@@ -55,6 +55,14 @@ def _size(value: int | None) -> str:
 
 _environment.filters["number"] = _number
 _environment.filters["size"] = _size
+
+
+def static_file(files: dict[str, tuple[Path, str]], name: str) -> Response:
+    """One of ``files`` (name -> path and media type) with the security headers; 404 for any other name."""
+    if name not in files:
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    path, media_type = files[name]
+    return FileResponse(path, media_type=media_type, headers=SECURITY_HEADERS)
 
 
 def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:

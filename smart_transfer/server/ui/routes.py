@@ -1,24 +1,24 @@
 """The web view's routes under ``/ui`` (left out of the OpenAPI document: they answer HTML for people).
-Every page takes a request slot like a REST read, is refused while the server drains, and answers a
-bad request or a failure with a page that says so and its status, never a traceback."""
+Every page passes the server's one guard like a REST read (server/guard.py: on a server with tokens a
+signed-in token, granting read on the dataset a page shows; a request slot; not while draining) and
+answers a refusal, a bad request or a failure with a page that says so and the status REST answers for it
+(401 is the sign-in form), never a traceback."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 
-from smart_transfer.model import ModelError
-from smart_transfer.protocol.errors import HTTP_STATUS, ProtocolError
-from smart_transfer.repo import RepositoryError
-from smart_transfer.repo.errors import DatasetNotFound
-from smart_transfer.server.auth import AuthError
-from smart_transfer.server.limits import Busy
-from smart_transfer.server.state import ServerState, limit_subject
+from smart_transfer.protocol.errors import BusyDetails, ErrorCode
+from smart_transfer.server.auth import Access, AuthError
+from smart_transfer.server.errors import as_protocol_error
+from smart_transfer.server.guard import Asking, admitted
+from smart_transfer.server.rest_common import client_of
+from smart_transfer.server.state import ServerState
 from smart_transfer.server.ui.pages import (
     BLOCKS_PER_PAGE,
     DATASETS_PER_PAGE,
@@ -29,27 +29,26 @@ from smart_transfer.server.ui.pages import (
     per_page,
     sort_of,
 )
-from smart_transfer.server.ui.render import SECURITY_HEADERS, STATIC_DIR, error_page, page
+from smart_transfer.server.ui.render import SECURITY_HEADERS, STATIC_DIR, error_page, page, static_file
 from smart_transfer.server.ui.status import server_values
 from smart_transfer.server.ui.views import Remembered
 from smart_transfer.server.ui.visitor import (
     MAX_TOKEN_CHARS,
     Visitor,
+    authorization_of,
     check_token,
     forget_token,
     keep_token,
     same_origin,
     visitor_of,
 )
-from smart_transfer.storage import StorageError
 
 #: Where the web view is.
 UI_PREFIX = "/ui"
 #: The only files under /ui/static.
-STATIC_FILES = {"ui.css": "text/css", "ui.js": "text/javascript"}
+STATIC_FILES = {"ui.css": (STATIC_DIR / "ui.css", "text/css"), "ui.js": (STATIC_DIR / "ui.js", "text/javascript")}
 #: Largest sign-in form body read.
 MAX_FORM_BYTES = 4 * MAX_TOKEN_CHARS
-log = logging.getLogger("smart_transfer.server.ui")
 
 
 def wants_html(accept: str | None) -> bool:
@@ -73,42 +72,38 @@ def wants_html(accept: str | None) -> bool:
     return qualities["text/html"] > qualities["application/json"]
 
 
-def _problem(exc: Exception) -> tuple[int, str] | None:
-    """The status and sentence of a failure the pages expect (None: an unexpected one)."""
+def _refusal(request: Request, exc: Exception, visitor: Visitor) -> Response:
+    """The page for a failure: the guard's 401 is the sign-in form (with the status REST answers); every
+    other failure an error page whose status is the one REST answers for it (the one map: an exception
+    to its ErrorCode, the code to its HTTP status); a page's own bad query parameter says so."""
     if isinstance(exc, PageError):
-        return exc.status, str(exc)
-    if isinstance(exc, DatasetNotFound):
-        return 404, f"there is no dataset {exc.name} that you may read"
-    if isinstance(exc, ModelError):
-        return 404, f"no such dataset: {exc}"
-    if isinstance(exc, Busy):
-        return 429, f"{exc}; try again in {exc.retry_after} s"
-    if isinstance(exc, ProtocolError):
-        return HTTP_STATUS[exc.code], str(exc)
-    if isinstance(exc, StorageError):
-        return 503, f"the store does not answer: {exc}"
-    if isinstance(exc, AuthError):
-        return exc.status, str(exc)
-    if isinstance(exc, RepositoryError):
-        return 500, f"the repository cannot be read: {exc}"
-    return None
+        return error_page(request, exc.status, str(exc), visitor=visitor)
+    error = as_protocol_error(exc)  # logs what nobody foresaw
+    if error.code is ErrorCode.UNAUTHORIZED:
+        problem = "sign in with a token to see this page"  # a dead cookie's notice is the page header's
+        return page(request, "signin.html", error.status, visitor=visitor, problem=problem)
+    message = error.message
+    if isinstance(error.details, BusyDetails):
+        message = f"{message}; try again in {error.details.retry_after} s"
+    elif error.code is ErrorCode.INTERNAL:
+        message = "the server failed to build this page; its log says why"
+    return error_page(request, error.status, message, visitor=visitor)
 
 
-async def _answer(state: ServerState, request: Request, build: Callable[[Visitor], Awaitable[Response]]) -> Response:
-    """Run ``build`` for the request's visitor holding a request slot; failures become error pages."""
-    visitor = visitor_of(request, state.authorizer)
+async def _answer(
+    state: ServerState, request: Request, build: Callable[[Visitor], Awaitable[Response]], dataset: str | None = None
+) -> Response:
+    """Run ``build`` behind the server's one guard (a signed-in token, on a server with tokens, granting
+    read on ``dataset`` when the page shows one; a request slot); failures become pages."""
+    asking = Asking(authorization_of(request), client_of(request), dataset, Access.READ)
     try:
-        state.refuse_if_draining()
-        with state.requests.hold(limit_subject(visitor.grant, request.client.host if request.client else None)):
-            response = await build(visitor)
+        with admitted(state, asking) as admission:
+            response = await build(Visitor(admission.grant, open_server=state.authorizer.anonymous))
     except Exception as exc:
-        problem = _problem(exc)
-        if problem is None:
-            log.exception("web view: %s failed", request.url.path)
-            problem = (500, "the server failed to build this page; its log says why")
-        response = error_page(request, *problem, visitor=visitor)
-    if visitor.signed_out_because:
-        forget_token(response, request)
+        visitor = visitor_of(request, state.authorizer)
+        response = _refusal(request, exc, visitor)
+        if visitor.signed_out_because:
+            forget_token(response, request)
     return response
 
 
@@ -142,8 +137,6 @@ def ui_router(state: ServerState) -> APIRouter:
     @router.get("/datasets/{name}")
     async def dataset(request: Request, name: str) -> Response:
         async def build(visitor: Visitor) -> Response:
-            if not visitor.may_read(name):
-                raise PageError(404, f"there is no dataset {name[:100]} that you may read")
             raw = request.query_params
             base = state.settings.public_url or str(request.base_url)
             values = await asyncio.to_thread(
@@ -157,7 +150,7 @@ def ui_router(state: ServerState) -> APIRouter:
             )
             return page(request, "dataset.html", visitor=visitor, **values)
 
-        return await _answer(state, request, build)
+        return await _answer(state, request, build, name)
 
     @router.get("/server")
     async def server(request: Request) -> Response:
@@ -176,9 +169,7 @@ def _static_routes(router: APIRouter, state: ServerState) -> None:
 
     @router.get("/static/{file}")
     async def static(file: str) -> Response:
-        if file not in STATIC_FILES:
-            return Response("not found\n", status_code=404, media_type="text/plain")
-        return FileResponse(STATIC_DIR / file, media_type=STATIC_FILES[file], headers=SECURITY_HEADERS)
+        return static_file(STATIC_FILES, file)
 
     @router.get("/{rest:path}")
     async def unknown(request: Request, rest: str) -> Response:

@@ -38,15 +38,23 @@ class Visitor:
         return self.open_server
 
 
-def visitor_of(request: Request, authorizer: Authorizer) -> Visitor:
-    """The visitor of ``request`` (its cookie checked against the current tokens file)."""
+def authorization_of(request: Request) -> str | None:
+    """The Authorization header value the sign-in cookie stands for (None without a cookie): what the
+    server's guard checks, as it checks a REST request's header."""
     token = request.cookies.get(COOKIE)
+    return f"Bearer {token[:MAX_TOKEN_CHARS]}" if token else None
+
+
+def visitor_of(request: Request, authorizer: Authorizer) -> Visitor:
+    """The visitor of ``request`` (its cookie checked against the current tokens file), for the pages
+    the guard does not keep (sign-in, errors): who the header says is signed in."""
+    authorization = authorization_of(request)
     if authorizer.anonymous:
         return Visitor(None, open_server=True)
-    if not token:
+    if authorization is None:
         return Visitor(None, open_server=False)
     try:
-        grant = authorizer.subject(f"Bearer {token[:MAX_TOKEN_CHARS]}")
+        grant = authorizer.subject(authorization)
     except AuthError:
         return Visitor(None, open_server=False, signed_out_because="your token is no longer valid: sign in again")
     return Visitor(grant, open_server=False)

@@ -1,0 +1,162 @@
+"""One policy, every face: the same bad request (no token, a token without the grant, an object that is not
+committed, storage that does not answer) sent to a real server through the smart protocol (WebSocket), REST,
+Delta Sharing and the web view gets the same decision on each, rendered in each face's own shape: the
+typed ErrorCode (WebSocket Error / REST body), the HTTP status REST answers for it, Delta Sharing's
+errorCode, the web view's page status."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode
+from tests.conftest import ServerProcess, free_port, run_cli, start_server
+from tests.integration.test_security import error_of, token, ws
+from tests.slices import add_slices
+
+TABLE = "/delta-sharing/shares/smart-transfer/schemas/datasets/tables"
+#: Delta Sharing's errorCode for each decision (its PROTOCOL.md's names).
+SHARING_CODE = {
+    ErrorCode.UNAUTHORIZED: "UNAUTHENTICATED",
+    ErrorCode.FORBIDDEN: "PERMISSION_DENIED",
+    ErrorCode.STORAGE_UNAVAILABLE: "SERVICE_UNAVAILABLE",
+}
+#: Bound on one HTTP request of these tests (seconds).
+REQUEST_SECONDS = 30.0
+#: A data object no dataset holds (the hash of b"x").
+FOREIGN = "f1220" + "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+
+
+@dataclass
+class Faces:
+    """One server, one dataset on it, and the credentials each case sends."""
+
+    server: ServerProcess
+    dataset: str
+    tokens: dict[str, str]
+
+    def smart(self, secret: str | None, asks: bool) -> dict[str, Any]:
+        """The Error a pull session of the dataset ends with: right after the handshake (the guard), or
+        once it ``asks`` for a plan (the store)."""
+        with ws(self.server, f"/{self.dataset}/pull", secret) as connection:
+            if asks:
+                connection.send('{"type": "DatasetPullRequest"}')
+            return error_of(connection)
+
+    def rest(self, secret: str | None, path: str = "/refs/head") -> httpx.Response:
+        return httpx.get(f"{self.server.url}/{self.dataset}{path}", headers=_bearer(secret), timeout=REQUEST_SECONDS)
+
+    def sharing(self, secret: str | None) -> httpx.Response:
+        url = f"{self.server.url}{TABLE}/{self.dataset}/metadata"
+        return httpx.get(url, headers=_bearer(secret), timeout=REQUEST_SECONDS)
+
+    def web_view(self, secret: str | None) -> httpx.Response:
+        cookies = {"smart_transfer_token": secret} if secret else None
+        return httpx.get(f"{self.server.url}/ui/datasets/{self.dataset}", cookies=cookies, timeout=REQUEST_SECONDS)
+
+    def decide(self, secret: str | None, code: ErrorCode, asks: bool = False) -> None:
+        """Every face refuses ``secret``'s read of the dataset with ``code``."""
+        status = HTTP_STATUS[code]
+        assert self.smart(secret, asks)["code"] == code.value
+        rest = self.rest(secret)
+        assert (rest.status_code, rest.json()["error"]["code"]) == (status, code.value)
+        sharing = self.sharing(secret)
+        assert (sharing.status_code, sharing.json()["errorCode"]) == (status, SHARING_CODE[code])
+        page = self.web_view(secret)
+        assert page.status_code == status and "Traceback" not in page.text
+        assert page.headers["content-type"].startswith("text/html")
+
+
+def _bearer(secret: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"} if secret else {}
+
+
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
+    """A server with a tokens file (reader: everything, outsider: another dataset) and one pushed dataset."""
+    root = tmp_path_factory.mktemp("one-policy")
+    tokens = root / "tokens.json"
+    secret = {
+        "writer": token(tokens, "writer", "--write", "*"),
+        "reader": token(tokens, "reader", "--read", "*"),
+        "outsider": token(tokens, "outsider", "--read", "elsewhere"),
+    }
+    server = start_server(root / "server", "--tokens", str(tokens))
+    try:
+        name = f"policy-{secrets.token_hex(3)}"
+        workspace = root / "ws"
+        add_slices(workspace, name, root / "in", [3, 2])  # Parquet: a Delta Sharing table too
+        pushed = run_cli("push", name, f"{server.url}/{name}", "--token", secret["writer"], workspace=workspace)
+        assert pushed.returncode == 0, pushed.stderr
+        yield Faces(server, name, secret)
+    finally:
+        server.stop()
+
+
+def test_no_token_is_unauthorized_on_every_face(faces: Faces) -> None:
+    faces.decide(None, ErrorCode.UNAUTHORIZED)
+    page = faces.web_view(None)
+    assert 'id="token"' in page.text  # the web view renders 401 as its sign-in form
+    assert faces.rest(None).headers["www-authenticate"].startswith("Bearer")
+    assert faces.sharing(None).headers["www-authenticate"].startswith("Bearer")
+
+
+def test_an_unknown_token_is_unauthorized_on_every_face(faces: Faces) -> None:
+    faces.decide("st_not-a-token", ErrorCode.UNAUTHORIZED)
+
+
+def test_a_token_without_the_grant_is_forbidden_on_every_face(faces: Faces) -> None:
+    faces.decide(faces.tokens["outsider"], ErrorCode.FORBIDDEN)
+    # and the grant it has passes the same guard everywhere (the refusal was the grant, not the token)
+    assert faces.rest(faces.tokens["reader"]).status_code == 200
+    assert faces.sharing(faces.tokens["reader"]).status_code == 200
+    assert faces.web_view(faces.tokens["reader"]).status_code == 200
+    assert "Traceback" not in "".join(faces.server.output)
+
+
+def test_an_object_that_is_not_committed_gets_no_url_on_any_face(faces: Faces) -> None:
+    """The faces that can name an object (a pull page, a REST read) get the signer's one refusal; Delta
+    Sharing and the web view name tables and datasets, whose files come from the committed chain."""
+    reader = faces.tokens["reader"]
+    with ws(faces.server, f"/{faces.dataset}/pull", reader) as connection:
+        connection.send('{"type": "DatasetPullRequest"}')
+        assert orjson.loads(connection.recv(timeout=10))["type"] == "DatasetPullResponse"
+        connection.send('{"type": "DatasetPullMetadataRequest"}')
+        assert isinstance(connection.recv(timeout=10), bytes)
+        foreign = {"kind": "data", "physical_hash": FOREIGN, "size": 1}
+        connection.send(orjson.dumps({"type": "DatasetPullObjectsTransferRequest", "object_files": [foreign]}).decode())
+        refused = error_of(connection)
+    assert refused["code"] == ErrorCode.OBJECT_NOT_FOUND.value and FOREIGN in refused["message"]
+    for redirect in ("true", "false"):
+        answer = faces.rest(reader, f"/data/{FOREIGN}?redirect={redirect}")
+        assert answer.status_code == HTTP_STATUS[ErrorCode.OBJECT_NOT_FOUND]
+        assert answer.json()["error"]["code"] == ErrorCode.OBJECT_NOT_FOUND.value
+
+
+@pytest.fixture
+def storage_down(server_factory: Any) -> Faces:
+    """A server whose S3 endpoint refuses every connection (nothing listens there), one attempt per call."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    server: ServerProcess = server_factory(
+        "--s3-endpoint",
+        dead,
+        "--s3-bucket",
+        "nowhere",
+        "--s3-attempts",
+        "1",
+        "--s3-connect-timeout",
+        "2",
+        env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
+    )
+    return Faces(server, "anything", {})
+
+
+def test_storage_that_does_not_answer_is_the_same_status_on_every_face(storage_down: Faces) -> None:
+    storage_down.decide(None, ErrorCode.STORAGE_UNAVAILABLE, asks=True)  # anonymous: only the store refuses
+    assert "Traceback" not in "".join(storage_down.server.output)

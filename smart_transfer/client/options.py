@@ -17,13 +17,13 @@ from smart_transfer.transfer.limits import (
     DEFAULT_MIN_RATE,
     DEFAULT_PARALLEL,
     DEFAULT_PARALLEL_PARTS,
+    DEFAULT_PROGRESS_TIMEOUT,
     DEFAULT_RANGE_SIZE,
     DEFAULT_RANGE_THRESHOLD,
     DEFAULT_READ_TIMEOUT,
     LargeObjects,
     Timeouts,
 )
-from smart_transfer.transfer.watchdog import DEFAULT_PROGRESS_TIMEOUT
 
 #: Seconds the client waits for any one answer of the server: a session's next message (the
 #: server's keep-alives reset it) or a REST answer. Bounds a server that stopped answering.

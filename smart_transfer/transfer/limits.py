@@ -32,6 +32,9 @@ RETRY_BASE_DELAY = 0.25
 DEFAULT_RANGE_THRESHOLD = 64 * 1024 * 1024
 #: The size of those ranges (each one is a request, retried and resumed on its own).
 DEFAULT_RANGE_SIZE = 32 * 1024 * 1024
+#: Seconds an operation's object phase may have nothing in flight and make no progress before it fails
+#: (the progress watchdog, ``watchdog.py``).
+DEFAULT_PROGRESS_TIMEOUT = 30.0
 #: Ranges (downloads) or parts (multipart uploads) of one object in flight at once; they share the
 #: ``--parallel`` connections with every other transfer.
 DEFAULT_PARALLEL_PARTS = 8

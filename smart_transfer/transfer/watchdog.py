@@ -19,9 +19,6 @@ from typing import Any
 
 from smart_transfer.transfer.errors import TransferFailed
 
-#: Seconds an operation's object phase may have nothing in flight and make no progress before it fails.
-DEFAULT_PROGRESS_TIMEOUT = 30.0
-
 
 class NoProgress(TransferFailed):
     """The watchdog ended an operation that stopped progressing (or lost a loop callback)."""

@@ -15,11 +15,11 @@ from smart_transfer.client.transports.base import PullChannel, PushChannel
 from smart_transfer.errors import SmartTransferError
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE
 from smart_transfer.protocol.messages import ObjectFile
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, LargeObjects, Timeouts
+from smart_transfer.transfer.limits import DEFAULT_PARALLEL, DEFAULT_PROGRESS_TIMEOUT, LargeObjects, Timeouts
 from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
 from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
-from smart_transfer.transfer.watchdog import DEFAULT_PROGRESS_TIMEOUT, ProgressWatchdog
+from smart_transfer.transfer.watchdog import ProgressWatchdog
 
 if TYPE_CHECKING:
     import aiohttp

@@ -180,7 +180,14 @@ def _ms(value: str) -> float | None:
 
 
 #: Outcomes that are a success or the documented refusal; anything else fails the verdict.
-DOCUMENTED = {"sdk ok", "sdk busy retries", "sdk busy (documented)", "rest ok", "rest 429 with Retry-After"}
+DOCUMENTED = {
+    "sdk ok",
+    "sdk busy retries",
+    "sdk Busy (documented)",
+    "rest ok",
+    "rest 429 with Retry-After",
+    "rest 503 with Retry-After",
+}
 
 
 def verify_pushes(stack: Stack, level_dir: Path) -> dict[str, Any]:

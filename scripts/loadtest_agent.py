@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import json
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from smart_transfer.cli.commands.workspace import run_add
 from smart_transfer.client import Client
@@ -49,13 +48,13 @@ def _add_files(workspace: Path, dataset: str, count: int) -> str:
         path = inbox / f"{time.time_ns()}-{index}.bin"
         path.write_bytes(os.urandom(SMALL_OBJECT[0] + int.from_bytes(os.urandom(2)) % SMALL_OBJECT[1]))
         files.append(str(path))
-    args = argparse.Namespace(dataset=dataset, files=files, records=1, workspace=str(workspace))
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        run_add(args)
+    run_add(argparse.Namespace(dataset=dataset, files=files, records=1, workspace=str(workspace)))
     for name in files:
         Path(name).unlink()
-    return printed.getvalue().split(" head ")[1].split()[0]
+    with Workspace(workspace) as opened:
+        tip = opened.dataset(dataset).tip()
+    assert tip is not None
+    return str(tip.head)
 
 
 async def _transfer(request: dict[str, Any], warn: Any) -> dict[str, Any]:
@@ -78,7 +77,7 @@ async def _transfer(request: dict[str, Any], warn: Any) -> dict[str, Any]:
     return result
 
 
-async def _serve_one(request: dict[str, Any], out: asyncio.Lock) -> None:
+async def _serve_one(request: dict[str, Any], out: asyncio.Lock, answers: TextIO) -> None:
     busy: list[str] = []
     answer: dict[str, Any] = {"id": request["id"], "ok": False, "error": None}
     started = time.perf_counter()
@@ -96,8 +95,8 @@ async def _serve_one(request: dict[str, Any], out: asyncio.Lock) -> None:
     if request["op"] == "pull_fresh":  # bounded disk: a fresh workspace is thrown away after its pull
         await asyncio.to_thread(shutil.rmtree, request["workspace"], True)
     async with out:
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
 
 
 async def main() -> None:
@@ -106,9 +105,13 @@ async def main() -> None:
     reader = asyncio.StreamReader(limit=2**20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = asyncio.Lock()
+    # answers go to the original stdout; whatever else writes to stdout (`add` prints its new head) goes
+    # to stderr, so it cannot land in the middle of an answer line
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     tasks: set[asyncio.Task[None]] = set()
     while line := await reader.readline():
-        task = asyncio.create_task(_serve_one(json.loads(line), out))
+        task = asyncio.create_task(_serve_one(json.loads(line), out, answers))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     for task in tasks:

@@ -67,7 +67,11 @@ class Agents:
     def _read(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
-            answer = json.loads(line)
+            try:
+                answer = json.loads(line)
+            except ValueError:  # not an answer: its waiter counts a hang after HANG_SECONDS
+                OUTCOMES["agent wrote a line that is no answer"] += 1
+                continue
             waiter = self.waiting.pop(answer["id"], None)
             if waiter is not None:
                 waiter.set(answer)
@@ -123,7 +127,7 @@ def classify_sdk(answer: dict[str, Any] | None) -> str | None:
         OUTCOMES["sdk ok"] += 1
         return None
     error = str(answer["error"])
-    OUTCOMES["sdk busy (documented)" if error.endswith(" busy") else f"sdk {error}"] += 1
+    OUTCOMES["sdk Busy (documented)" if error.endswith(" Busy") else f"sdk {error}"] += 1
     return error
 
 
@@ -202,10 +206,10 @@ def checked(response: Any, expected: int = 200) -> None:
     if status == expected:
         OUTCOMES["rest ok"] += 1
         response.success()
-    elif status == 429:
-        documented = bool(response.headers.get("Retry-After"))
-        OUTCOMES["rest 429 with Retry-After" if documented else "rest 429 without Retry-After"] += 1
-        response.failure("429 Busy" + ("" if documented else " without Retry-After"))
+    elif status in (429, 503) and response.headers.get("Retry-After"):
+        # 429: a request limit; 503 + Retry-After: the connection limit (--max-connections), both documented
+        OUTCOMES[f"rest {status} with Retry-After"] += 1
+        response.failure(f"{status} Busy, Retry-After {response.headers.get('Retry-After')}")
     else:
         OUTCOMES["rest reset or refused" if status == 0 else f"rest {status}"] += 1
         response.failure(f"status {status}" if status else f"connection: {response.error}")

@@ -60,12 +60,15 @@ class Server:
                 self.process.wait(10)
 
 
-def start_server(root: Path, extra: list[str], env: dict[str, str]) -> Server:
-    """A server on a free port; waits for its 'listening on' line (its output goes to root/../NAME.log)."""
+def start_server(root: Path, extra: list[str], env: dict[str, str], started: list[Server]) -> Server:
+    """A server on a free port, put in ``started`` at once (so an interrupt while it starts still stops it);
+    waits for its 'listening on' line (its output goes to root/../NAME.log)."""
     root.parent.mkdir(parents=True, exist_ok=True)
     log = root.parent / f"{root.name}.log"
     command = [*CLI, "serve", "--host", "127.0.0.1", "--port", str(free_port()), "--root", str(root), *extra]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    server = Server(process, "", log)
+    started.append(server)
     found = threading.Event()
     urls: list[str] = []
 
@@ -82,10 +85,9 @@ def start_server(root: Path, extra: list[str], env: dict[str, str]) -> Server:
 
     threading.Thread(target=copy, daemon=True).start()
     if not found.wait(START_TIMEOUT):
-        process.kill()
-        process.wait(10)
         raise RuntimeError(f"server did not start (see {log})")
-    return Server(process, urls[0], log)
+    server.url = urls[0]
+    return server
 
 
 @dataclass
@@ -119,7 +121,7 @@ class Stack:
             extra += ["--s3-endpoint", self.s3["endpoint"], "--s3-bucket", self.s3["bucket"]]
             extra += ["--s3-prefix", f"loadtest-{secrets.token_hex(6)}"]
         for index in range(self.replicas):
-            self.servers.append(start_server(self.work / f"server{index}", extra, self.env))
+            start_server(self.work / f"server{index}", extra, self.env, self.servers)
         self.url = self.servers[0].url if self.replicas == 1 else self._nginx()
         self._seed()
 

@@ -43,6 +43,7 @@ WEIGHTS = {"uptodate": 3, "pull10": 2, "push": 2, "rest": 3, "sharing": 2}
 #: Extra seconds a level may take past its duration (start, the users' last tasks) before it is killed.
 LEVEL_GRACE = 150
 SAMPLE_SECONDS = 0.5
+LOAD_GENERATOR = "load generator (Locust + SDK agents)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,6 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wait", default="0.5,1.5", help="each user's think time between tasks, min,max s")
     parser.add_argument("--s3-endpoint", help="a running S3 to use (a fresh prefix) instead of starting one")
     parser.add_argument("--s3-bucket", default="smart-transfer")
+    parser.add_argument(
+        "--serve-args",
+        default="",
+        help="extra `serve` options for every server, e.g. '--max-sessions 8 --max-requests 16' to force overload",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench-results" / "loadtest"))
     parser.add_argument("--note", default="", help="a line put at the top of the report")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, workspaces)")
@@ -79,22 +85,44 @@ def configurations(args: argparse.Namespace) -> list[tuple[str, int]]:
 
 
 class Sampler:
-    """Samples the servers' CPU (% of one core) and RSS every SAMPLE_SECONDS, in a thread."""
+    """Samples CPU (% of one core) and RSS of process trees (a process and its children, summed) every
+    SAMPLE_SECONDS, in a thread: the servers, and the load generator (Locust and its SDK agents) that
+    shares the machine with them."""
 
     def __init__(self, pids: dict[str, int]) -> None:
-        self.processes = {name: psutil.Process(pid) for name, pid in pids.items()}
-        self.samples: dict[str, list[tuple[float, int]]] = {name: [] for name in pids}
+        self.roots: dict[str, int] = {}
+        self.known: dict[int, psutil.Process] = {}
+        self.samples: dict[str, list[tuple[float, int]]] = {}
+        self.lock = threading.Lock()
+        for name, pid in pids.items():
+            self.watch(name, pid)
         self.stopped = threading.Event()
-        for process in self.processes.values():
-            process.cpu_percent(None)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def watch(self, name: str, pid: int) -> None:
+        with self.lock:
+            self.roots[name] = pid
+            self.samples[name] = []
+
+    def _tree(self, pid: int) -> list[psutil.Process]:
+        root = self.known.setdefault(pid, psutil.Process(pid))
+        tree = [root]
+        for child in root.children(recursive=True):
+            tree.append(self.known.setdefault(child.pid, child))
+        return tree
+
     def _run(self) -> None:
         while not self.stopped.wait(SAMPLE_SECONDS):
-            for name, process in self.processes.items():
+            with self.lock:
+                roots = dict(self.roots)
+            for name, pid in roots.items():
                 try:
-                    self.samples[name].append((process.cpu_percent(None), process.memory_info().rss))
+                    tree = self._tree(pid)
+                    cpu = sum(process.cpu_percent(None) for process in tree)
+                    rss = sum(process.memory_info().rss for process in tree)
+                    if rss:  # an exited process (a zombie) has none
+                        self.samples[name].append((cpu, rss))
                 except psutil.Error:
                     continue
 
@@ -113,7 +141,9 @@ class Sampler:
         return summary
 
 
-def run_locust(stack: Stack, clients: int, duration: float, level_dir: Path, args: argparse.Namespace) -> Path:
+def run_locust(
+    stack: Stack, clients: int, duration: float, level_dir: Path, args: argparse.Namespace, sampler: Sampler
+) -> Path:
     """One level: Locust headless for ``duration`` seconds after all users started; its CSV prefix."""
     wait_min, wait_max = args.wait.split(",")
     config = {
@@ -138,6 +168,7 @@ def run_locust(stack: Stack, clients: int, duration: float, level_dir: Path, arg
     env = {**stack.env, "LT_CONFIG": str(level_dir / "config.json")}
     with (level_dir / "locust.log").open("w") as log:
         locust = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        sampler.watch(LOAD_GENERATOR, locust.pid)
         try:
             locust.wait(duration + LEVEL_GRACE)
         except subprocess.TimeoutExpired:
@@ -223,7 +254,7 @@ def run_level(stack: Stack, clients: int, args: argparse.Namespace, work: Path) 
     sampler = Sampler(stack.server_pids())
     started = time.monotonic()
     try:
-        prefix = run_locust(stack, clients, args.duration, level_dir, args)
+        prefix = run_locust(stack, clients, args.duration, level_dir, args, sampler)
     finally:
         servers = sampler.stop()
     wall = time.monotonic() - started
@@ -246,7 +277,7 @@ def run_configuration(
     store: str, replicas: int, s3: dict[str, str] | None, args: argparse.Namespace, work: Path
 ) -> list[dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    stack = Stack(work / f"{store}-{replicas}", store, replicas, s3, env)
+    stack = Stack(work / f"{store}-{replicas}", store, replicas, s3, env, args.serve_args.split())
     try:
         started = time.monotonic()
         stack.start(max(args.levels))
@@ -291,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         "weights": WEIGHTS,
         "wait_s": args.wait,
         "agents": args.agents,
+        "serve_args": args.serve_args,
         "total_s": round(time.monotonic() - started, 1),
         "machine": {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)},
         "results": results,

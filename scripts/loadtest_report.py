@@ -69,7 +69,10 @@ def level_section(result: dict[str, Any]) -> list[str]:
         lines += ["| kind | error | count |", "|---|---|---:|"]
         lines += [f"| {e['kind']} | {e['error'][:120]} | {e['count']} |" for e in result["errors"]]
         lines.append("")
-    lines += ["| server | CPU mean % | CPU max % | RSS peak MiB | RSS end MiB |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "| process | CPU mean, % of a core | CPU max, % | RSS peak MiB | RSS end MiB |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, s in result["servers"].items():
         lines.append(
             f"| {name} | {s['cpu_mean_pct']} | {s['cpu_max_pct']} | {s['rss_peak_mib']} | {s['rss_end_mib']} |"
@@ -104,7 +107,12 @@ def markdown(run: dict[str, Any], png: str) -> str:
         f"Levels {run['levels']} concurrent clients, {run['duration_s']:.0f} s each (after all started); user mix "
         f"(Locust weights) {run['weights']}, think time {run['wait_s']} s; {run['agents']} SDK agent processes; "
         f"{run['machine']['cpus']} CPUs, load {run['machine']['load_1m']} at the end; "
-        f"whole run {run['total_s']:.0f} s.",
+        f"whole run {run['total_s']:.0f} s."
+        + (f" Servers started with `{run['serve_args']}`." if run.get("serve_args") else " Server limits: defaults."),
+        "",
+        "The load generator (Locust and its SDK agent processes) runs on the same machine as the servers: its CPU "
+        "is in each level's table. Latencies are Locust's (SDK operations: timed inside the agent around the "
+        "SDK call, Busy waits included); p99 (all kinds) is Locust's aggregate over every kind.",
         "",
         *summary_table(run),
         "",

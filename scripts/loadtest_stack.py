@@ -99,6 +99,7 @@ class Stack:
     replicas: int
     s3: dict[str, str] | None
     env: dict[str, str]
+    serve_args: list[str]
     servers: list[Server] = field(default_factory=list)
     nginx_dir: Path | None = None
     url: str = ""
@@ -115,7 +116,7 @@ class Stack:
         self.work.mkdir(parents=True, exist_ok=True)
         tokens_file = self.work / "tokens.json"
         self._tokens(tokens_file, users)
-        extra = ["--tokens", str(tokens_file)]
+        extra = ["--tokens", str(tokens_file), *self.serve_args]
         if self.store == "s3":
             assert self.s3 is not None
             extra += ["--s3-endpoint", self.s3["endpoint"], "--s3-bucket", self.s3["bucket"]]

@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadtest_report import write_outputs
 from loadtest_stack import ROOT, LocalS3, Stack
+from loadtest_verify import verify_pushes
 
 LOCUSTFILE = ROOT / "scripts" / "loadtest_locustfile.py"
 #: The user mix (Locust weights).
@@ -221,32 +221,6 @@ DOCUMENTED = {
 }
 
 
-def verify_pushes(stack: Stack, level_dir: Path) -> dict[str, Any]:
-    """Every pushed dataset pulls whole into a fresh workspace, and where its pusher's last push succeeded
-    the server's head is the pusher's (`verify DATASET URL`: exit 0 whole and equal)."""
-    last: dict[str, dict[str, Any]] = {}
-    pushes = level_dir / "pushes.jsonl"
-    for line in pushes.read_text().splitlines() if pushes.exists() else []:
-        record = json.loads(line)
-        last[record["dataset"]] = record
-    problems: list[str] = []
-
-    def check(record: dict[str, Any]) -> None:
-        name, url = record["dataset"], f"{stack.url}/{record['dataset']}"
-        fresh = level_dir / "verify" / name
-        try:
-            stack.cli("pull", url, "--workspace", str(fresh), timeout=120)
-            stack.cli("verify", name, url, "--workspace", str(fresh), timeout=120)
-            if record["ok"]:
-                stack.cli("verify", name, url, "--workspace", record["workspace"], timeout=120)
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            problems.append(f"{name}: {str(exc)[-300:]}")
-
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(check, last.values()))
-    return {"datasets": len(last), "whole": len(last) - len(problems), "problems": problems}
-
-
 def run_level(stack: Stack, clients: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     level_dir = work / f"{stack.store}-{stack.replicas}" / f"c{clients}"
     level_dir.mkdir(parents=True, exist_ok=True)
@@ -267,7 +241,7 @@ def run_level(stack: Stack, clients: int, args: argparse.Namespace, work: Path) 
         result["undocumented"]["locust user crashed"] = crashed
     result["servers_alive"] = all(server.process.poll() is None for server in stack.servers)
     checked = time.monotonic()
-    result["verify"] = verify_pushes(stack, level_dir)
+    result["verify"] = verify_pushes(level_dir / "pushes.jsonl", stack.url, stack.admin, level_dir / "verify")
     result["verify_s"] = round(time.monotonic() - checked, 1)
     print(f"loadtest:   done in {wall:.0f} s (+{result['verify_s']:.0f} s verify); outcomes {outcomes}", flush=True)
     return result

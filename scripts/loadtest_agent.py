@@ -109,6 +109,8 @@ async def main() -> None:
     # to stderr, so it cannot land in the middle of an answer line
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    answers.write(json.dumps({"ready": True}) + "\n")  # imports done: Locust starts its users after this
+    answers.flush()
     tasks: set[asyncio.Task[None]] = set()
     while line := await reader.readline():
         task = asyncio.create_task(_serve_one(json.loads(line), out, answers))

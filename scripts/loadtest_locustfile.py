@@ -61,6 +61,9 @@ class Agents:
         process = subprocess.Popen(
             [sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
+        assert process.stdout is not None
+        if b"ready" not in process.stdout.readline():  # the SDK imported before any user starts
+            raise RuntimeError("an SDK agent did not start")
         gevent.spawn(self._read, process)
         return process
 

@@ -15,31 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import free_port, free_port_pair
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "smart_transfer.cli.main"]
 START_TIMEOUT = 60.0
 SEED_OBJECTS = 10
 SEED_SIZE = 4096
-
-
-def free_port(pair: bool = False) -> int:
-    """An ephemeral port free now (with ``pair``, the next one too: the local S3 script uses both)."""
-    import socket
-
-    for _ in range(100):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if not pair:
-            return port
-        if port < 65000:
-            with socket.socket() as other:
-                try:
-                    other.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError("no free port pair")
 
 
 @dataclass
@@ -203,7 +185,7 @@ class LocalS3:
         script = str(ROOT / "scripts" / "s3-local.sh")
         self.started = True  # stop even a half-started instance
         result = subprocess.run(
-            ["bash", script, "start", str(self.directory), str(free_port(pair=True))],
+            ["bash", script, "start", str(self.directory), str(free_port_pair())],
             capture_output=True,
             text=True,
             check=False,

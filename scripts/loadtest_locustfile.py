@@ -199,6 +199,7 @@ class Pusher(SdkUser):
         request = {"op": "push", "dataset": dataset, "files": random.randint(1, 3), "workspace": str(self.workspace)}
         answer = self.operate("push 1-3 objects", {"url": f"{CONFIG['url']}/{dataset}", **request})
         record = {"dataset": dataset, "workspace": str(self.workspace), "ok": answer is not None}
+        record["head"] = answer["remote_head"] if answer else None  # the head the server acknowledged
         with Path(CONFIG["pushes"]).open("a") as pushes:
             pushes.write(json.dumps(record) + "\n")
 

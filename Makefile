@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps chromium serve docs docs-serve test test-faults test-unit lint typecheck specs demo bench s3-start s3-stop clean
+.PHONY: install node-deps chromium serve docs docs-serve test test-faults test-unit lint typecheck specs demo bench loadtest s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -82,6 +82,16 @@ bench: install
 	@# compiled bytecode, as an installed package has (this machine sets PYTHONDONTWRITEBYTECODE)
 	$(BIN)/python -m compileall -q smart_transfer
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+# Load test (Locust, headless; scripts/loadtest.py): a mix of pulls, pushes, REST and Delta Sharing users at
+# 50, 100 and 200 concurrent clients for 60 s each, on the embedded store and on a private local S3 (started
+# and stopped here), one server and two replicas behind nginx. LOADTEST_ARGS, e.g. "--quick" (10 and 20
+# clients for 10 s) or "--levels 20,40 --duration 30 --stores s3"; results in bench-results/loadtest/.
+LOADTEST_ARGS ?=
+loadtest: install
+	bash scripts/nginx-local.sh install
+	$(BIN)/python -m compileall -q smart_transfer
+	$(BIN)/python scripts/loadtest.py $(LOADTEST_ARGS)
 
 # The whole story on the embedded server: Spark ingest, push, pull, ingest more, sync back.
 demo: install

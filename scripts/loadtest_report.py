@@ -1,0 +1,166 @@
+"""The load test's outputs (scripts/loadtest.py): bench-results/loadtest/<date>.json (everything),
+<date>.md (tables) and <date>.png (throughput and p99 against clients, one line per configuration)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: p99 above this (ms) is past the knee.
+KNEE_MS = 1000.0
+
+
+def totals(result: dict[str, Any]) -> dict[str, float | None]:
+    """Sessions/s (SDK pulls and pushes), requests/s (REST and Delta Sharing) and the overall p99."""
+    kinds = result["kinds"]
+    sessions = sum(k["per_s"] for name, k in kinds.items() if k["type"] == "SDK")
+    requests = sum(k["per_s"] for name, k in kinds.items() if k["type"] in ("GET", "POST"))
+    aggregated = kinds.get("Aggregated", {})
+    return {"sessions_per_s": round(sessions, 2), "requests_per_s": round(requests, 2), "p99_ms": aggregated.get("99")}
+
+
+def knee(results: list[dict[str, Any]]) -> str:
+    """The first level whose overall p99 passes KNEE_MS."""
+    for result in sorted(results, key=lambda r: r["clients"]):
+        p99 = totals(result)["p99_ms"]
+        if p99 is not None and p99 > KNEE_MS:
+            return f"{result['clients']} clients (p99 {p99 / 1000:.1f} s)"
+    return f"not reached up to {max(r['clients'] for r in results)} clients"
+
+
+def by_config(run: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for result in run["results"]:
+        grouped.setdefault(result["config"], []).append(result)
+    return grouped
+
+
+def _level_rows(result: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, kind in sorted(result["kinds"].items()):
+        cells = [name, kind["count"], kind["failures"], kind["per_s"], *(_s(kind[p]) for p in ("50", "95", "99"))]
+        rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return rows
+
+
+def _s(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.2f}"
+
+
+def level_section(result: dict[str, Any]) -> list[str]:
+    t = totals(result)
+    undocumented = result["undocumented"]
+    verdict = "yes" if not undocumented and result["servers_alive"] else f"**no**: {undocumented}"
+    verify = result["verify"]
+    lines = [
+        f"#### {result['config']}: {result['clients']} clients",
+        "",
+        f"{t['sessions_per_s']} sessions/s, {t['requests_per_s']} requests/s; every refusal the documented "
+        f"429 + Retry-After / Busy: {verdict}; pushed datasets whole on the server: "
+        f"{verify['whole']} of {verify['datasets']}" + (f" ({verify['problems'][:3]})" if verify["problems"] else ""),
+        "",
+        "| kind | count | failures | per s | p50 s | p95 s | p99 s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *_level_rows(result),
+        "",
+    ]
+    if result["errors"]:
+        lines += ["| kind | error | count |", "|---|---|---:|"]
+        lines += [f"| {e['kind']} | {e['error'][:120]} | {e['count']} |" for e in result["errors"]]
+        lines.append("")
+    lines += [
+        "| process | CPU mean, % of a core | CPU max, % | RSS peak MiB | RSS end MiB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, s in result["servers"].items():
+        lines.append(
+            f"| {name} | {s['cpu_mean_pct']} | {s['cpu_max_pct']} | {s['rss_peak_mib']} | {s['rss_end_mib']} |"
+        )
+    lines += ["", f"Outcomes: `{json.dumps(result['outcomes'], sort_keys=True)}`", ""]
+    return lines
+
+
+def summary_table(run: dict[str, Any]) -> list[str]:
+    lines = [
+        "| configuration | clients | sessions/s | requests/s | p99 s (all kinds) | errors "
+        "| refusals documented | whole |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for result in run["results"]:
+        t = totals(result)
+        errors = sum(e["count"] for e in result["errors"])
+        documented = "yes" if not result["undocumented"] and result["servers_alive"] else "**no**"
+        verify = result["verify"]
+        lines.append(
+            f"| {result['config']} | {result['clients']} | {t['sessions_per_s']} | {t['requests_per_s']} | "
+            f"{_s(t['p99_ms'])} | {errors} | {documented} | {verify['whole']}/{verify['datasets']} |"
+        )
+    return lines
+
+
+def markdown(run: dict[str, Any], png: str) -> str:
+    head = [f"# Load test, {run['date']}", ""]
+    if run["note"]:
+        head += [f"**{run['note']}**", ""]
+    head += [
+        f"Levels {run['levels']} concurrent clients, {run['duration_s']:.0f} s each (after all started); user mix "
+        f"(Locust weights) {run['weights']}, think time {run['wait_s']} s; {run['agents']} SDK agent processes; "
+        f"{run['machine']['cpus']} CPUs, load {run['machine']['load_1m']} at the end; "
+        f"whole run {run['total_s']:.0f} s."
+        + (f" Servers started with `{run['serve_args']}`." if run.get("serve_args") else " Server limits: defaults."),
+        "",
+        "The load generator (Locust and its SDK agent processes) runs on the same machine as the servers: its CPU "
+        "is in each level's table. Latencies are Locust's (SDK operations: timed inside the agent around the "
+        "SDK call, Busy waits included); p99 (all kinds) is Locust's aggregate over every kind.",
+        "",
+        *summary_table(run),
+        "",
+        "Knee (overall p99 above 1 s):",
+        "",
+        *[f"- {config}: {knee(results)}" for config, results in by_config(run).items()],
+        "",
+        f"![throughput and p99 against clients]({png})",
+        "",
+        "### Per level",
+        "",
+    ]
+    for result in run["results"]:
+        head += level_section(result)
+    return "\n".join(head) + "\n"
+
+
+def chart(run: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (throughput, latency) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for config, unsorted in by_config(run).items():
+        results = sorted(unsorted, key=lambda r: r["clients"])
+        clients = [r["clients"] for r in results]
+        rates = [totals(r)["sessions_per_s"] + totals(r)["requests_per_s"] for r in results]  # type: ignore[operator]
+        throughput.plot(clients, rates, marker="o", label=config)
+        latency.plot(clients, [(totals(r)["p99_ms"] or 0) / 1000 for r in results], marker="o", label=config)
+    throughput.set(xlabel="concurrent clients", ylabel="sessions + requests per s", title="throughput")
+    latency.set(xlabel="concurrent clients", ylabel="p99, s (all kinds)", title="p99 latency")
+    latency.axhline(KNEE_MS / 1000, color="grey", linestyle=":", linewidth=1)
+    for axes in (throughput, latency):
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    if run["note"]:
+        figure.suptitle(run["note"], fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_outputs(run: dict[str, Any], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = run["date"].replace(":", "").replace("+0000", "Z")
+    paths = [directory / f"{stem}.json", directory / f"{stem}.md", directory / f"{stem}.png"]
+    paths[0].write_text(json.dumps(run, indent=1) + "\n")
+    chart(run, paths[2])
+    paths[1].write_text(markdown(run, paths[2].name))
+    return paths

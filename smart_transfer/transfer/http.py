@@ -142,22 +142,28 @@ async def bounded_exchange(
         raise TransferFailed(name, too_large) from None
 
 
-async def _get_object(
-    transport: ObjectTransport, request: HttpRequest, name: str, size: int, timeouts: Timeouts, sink: Sink | None
+async def exchange_once(
+    transport: ObjectTransport,
+    name: str,
+    request: HttpRequest,
+    timeouts: Timeouts,
+    size: int,
+    *,
+    accepted: tuple[int, ...],
+    body: Body | None = None,
+    sink: Sink | None = None,
 ) -> Answer:
-    """One GET of an object of ``size`` bytes (its body to ``sink``, or in the answer); an error answer
-    raises what ``check_status`` says it means."""
+    """One attempt at an object of ``size`` bytes: a GET (its body to ``sink``, or in the answer; at
+    most ``size`` bytes, or an error document) or a PUT of ``body`` (an answer of at most an error
+    document). A status not ``accepted`` raises what ``check_status`` says it means."""
+    if body is None:
+        too_large, bound = f"larger than the {size} bytes its block records", max(size, ERROR_BODY_BYTES)
+    else:
+        too_large, bound = f"storage answered with more than {ERROR_BODY_BYTES} bytes", ERROR_BODY_BYTES
     answer = await bounded_exchange(
-        transport,
-        name,
-        request,
-        timeouts,
-        size,
-        too_large=f"larger than the {size} bytes its block records",
-        max_bytes=max(size, ERROR_BODY_BYTES),
-        sink=sink,
+        transport, name, request, timeouts, size, too_large=too_large, max_bytes=bound, body=body, sink=sink
     )
-    if answer.status != 200:
+    if answer.status not in accepted:
         check_status(name, answer.status, answer.body)
     return answer
 
@@ -249,7 +255,8 @@ async def download(
                 verifying.write(chunk)
                 on_bytes(len(chunk))
 
-            await _get_object(transport, request, name, expected_size, timeouts, Sink(write, 200, CHUNK_BYTES))
+            sink = Sink(write, 200, CHUNK_BYTES)
+            await exchange_once(transport, name, request, timeouts, expected_size, accepted=(200,), sink=sink)
         verifying.check()
         return expected_size
 
@@ -276,7 +283,7 @@ async def download_bytes(
     timeouts = timeouts or Timeouts()
 
     async def attempt() -> bytes:
-        answer = await _get_object(transport, request, name, expected_size, timeouts, None)
+        answer = await exchange_once(transport, name, request, timeouts, expected_size, accepted=(200,))
         if len(answer.body) > expected_size:
             raise TransferFailed(name, f"larger than the {expected_size} bytes its block records")
         _verify(name, expected_hash, expected_size, Multihash.of(answer.body, expected_hash.code), len(answer.body))
@@ -313,18 +320,7 @@ async def upload(
     body: Body = small if small is not None else FileRange(path, 0, size)
 
     async def attempt() -> int:
-        answer = await bounded_exchange(
-            transport,
-            name,
-            request,
-            timeouts,
-            size,
-            too_large=f"storage answered with more than {ERROR_BODY_BYTES} bytes",
-            max_bytes=ERROR_BODY_BYTES,
-            body=body,
-        )
-        if answer.status not in (200, 202):
-            check_status(name, answer.status, answer.body)
+        answer = await exchange_once(transport, name, request, timeouts, size, accepted=(200, 202), body=body)
         if _already_held(request, answer.status, answer.body):
             return 0  # the server had it and answered before the body was sent (Expect: 100-continue)
         on_bytes(size)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from smart_transfer.protocol.messages import MultipartUpload, UploadPart
 from smart_transfer.transfer.errors import UrlExpired
-from smart_transfer.transfer.http import bounded_exchange, check_status, with_retries
+from smart_transfer.transfer.http import exchange_once, with_retries
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.pieces import run_pieces
-from smart_transfer.transfer.transport import ERROR_BODY_BYTES, FileRange, ObjectTransport
+from smart_transfer.transfer.transport import FileRange, ObjectTransport
 
 
 async def upload_parts(
@@ -43,18 +43,8 @@ async def upload_parts(
         label = f"{name} part {part.part_number}"
 
         async def attempt() -> int:
-            answer = await bounded_exchange(
-                transport,
-                label,
-                part.request,
-                timeouts,
-                length,
-                too_large=f"storage answered with more than {ERROR_BODY_BYTES} bytes",
-                max_bytes=ERROR_BODY_BYTES,
-                body=FileRange(path, offset, length),
-            )
-            if answer.status != 200:
-                check_status(label, answer.status, answer.body)
+            body = FileRange(path, offset, length)
+            await exchange_once(transport, label, part.request, timeouts, length, accepted=(200,), body=body)
             return length
 
         await with_retries(label, attempt, timeouts, length)

@@ -1,17 +1,21 @@
-"""A compiled HTTP engine for small objects: libcurl's multi interface (pycurl) driven by the asyncio
-loop, with no thread.
+"""The libcurl implementation of ``ObjectTransport``: libcurl's multi interface (pycurl) driven by the asyncio
+loop, with no thread. It moves every object to or from storage's presigned URLs (see
+``transport.open_transport``).
 
 Why: a 4 KiB object costs aiohttp about 150-220 µs of client CPU per request here (building the
 request, parsing the answer, its futures and timers), libcurl about 50 µs (measured: 2,000 GETs at
 16 in parallel against the local Ceph gateway, 0.30-0.45 s against 0.09-0.11 s of CPU), and on a
-2-core machine the client's CPU is taken from the gateway's. libcurl tells us which sockets to watch
+2-core machine the client's CPU is taken from the gateway's; large bodies cost it fewer, larger
+callbacks (see scripts/bench_transport.py). libcurl tells us which sockets to watch
 (``M_SOCKETFUNCTION``) and when to wake it (``M_TIMERFUNCTION``); the loop watches them with
 ``add_reader``/``add_writer`` and hands each event back (``socket_action``). Connections are kept
-alive in the multi handle's pool, at most ``parallel`` of them.
+alive in the multi handle's pool, at most ``parallel`` of them. A body from a file range is read by
+libcurl's read callback as the socket takes it.
 
 Bounds: the connect timeout, and a total per attempt (``Timeouts.object_seconds``), are libcurl's own;
 "no byte for ``read`` seconds" is libcurl's low-speed check (under 1 byte/s for that long), which has
-whole-second resolution, so the read timeout is rounded up to the next second here.
+whole-second resolution, so the read timeout is rounded up to the next second here. libcurl's
+callbacks cannot wait, so this transport never carries a rate-limited transfer.
 """
 
 from __future__ import annotations
@@ -20,41 +24,20 @@ import asyncio
 import contextlib
 import io
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import BinaryIO
 
 import pycurl
 
 from smart_transfer.transfer.errors import StorageStalled, StorageUnreachable
-from smart_transfer.transfer.limits import Timeouts
+from smart_transfer.transfer.transport import Answer, Body, BodyTooLarge, Call, ObjectTransport, Sink
 
 #: libcurl's codes for an attempt that ran out of time, and for a write callback that refused bytes.
 _TIMED_OUT = 28
 _WRITE_REFUSED = 23
-
-
-class BodyTooLarge(Exception):
-    """The answer's body passed the bound the exchange was given (nothing more of it was read)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A finished exchange: the HTTP status, the body (what was not streamed to a sink) and, when
-    asked for, the headers (names in lower case)."""
-
-    status: int
-    body: bytes
-    headers: dict[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Sink:
-    """Where the body of an answer with ``status`` goes as it arrives (a ranged GET's 206 into its
-    file), instead of memory; ``buffer_bytes``: libcurl's receive buffer (fewer, larger calls)."""
-
-    write: Callable[[bytes], object]
-    status: int
-    buffer_bytes: int
+#: libcurl's send buffer for a body read from a file (its largest is 2 MiB; the default, 64 KiB, costs
+#: a streamed upload one read callback and one loop wake-up per 64 KiB).
+UPLOAD_BUFFER_BYTES = 2 * 1024 * 1024
 
 
 class _Exchange:
@@ -71,7 +54,7 @@ class _Exchange:
         self.headers: dict[str, str] = {}
         self.status = 0
         self.received = 0
-        self.failed: OSError | None = None
+        self.failed: Exception | None = None
 
     def header(self, line: bytes) -> None:
         text = line.decode("latin-1").strip()
@@ -91,13 +74,32 @@ class _Exchange:
             return None
         try:
             self.sink.write(chunk)
-        except OSError as exc:
+        except Exception as exc:
+            # raised in a libcurl callback it would be lost: the exchange fails with it instead
             self.failed = exc
             return 0
         return None
 
+    def reader(self, source: BinaryIO, remaining: int) -> Callable[[int], bytes | int]:
+        """libcurl's read callback for a body of ``remaining`` bytes of ``source``: a read that fails
+        (or a file that ends early) aborts the transfer and fails the exchange with its error."""
 
-class CurlEngine:
+        def read(size: int) -> bytes | int:
+            nonlocal remaining
+            try:
+                chunk = source.read(min(size, remaining))
+                if remaining and not chunk:
+                    raise ValueError(f"{source.name} is shorter than the range to send")
+            except Exception as exc:
+                self.failed = exc
+                return int(pycurl.READFUNC_ABORT)
+            remaining -= len(chunk)
+            return chunk
+
+        return read
+
+
+class CurlEngine(ObjectTransport):
     """Runs HTTP exchanges on one libcurl multi handle, on the running loop (create it there)."""
 
     def __init__(self, parallel: int) -> None:
@@ -191,37 +193,30 @@ class CurlEngine:
 
     # -- exchanges ---------------------------------------------------------------------------------
 
-    async def exchange(
-        self,
-        url: str,
-        headers: Mapping[str, str],
-        timeouts: Timeouts,
-        size: int,
-        *,
-        body: bytes | None = None,
-        max_bytes: int,
-        sink: Sink | None = None,
-    ) -> Answer:
-        """GET ``url`` (or PUT ``body``) with ``headers``; the answer's body may be at most
-        ``max_bytes`` (else BodyTooLarge); an attempt at an object of ``size`` bytes is bounded
-        by ``timeouts``. Raises StorageUnreachable or StorageStalled when no answer came, OSError
-        when the ``sink`` could not write."""
+    async def exchange(self, call: Call) -> Answer:
+        """See ``ObjectTransport.exchange``: a GET, or a PUT of ``call.body``. The answer's headers are
+        collected only for a call with a sink (parsing them costs a small object a fifth of its CPU)."""
+        if (call.method, call.body is None) not in (("GET", True), ("PUT", False)):
+            raise ValueError(f"libcurl exchanges are GETs or PUTs with a body, not {call.method}")
         handle = self._idle.pop() if self._idle else pycurl.Curl()
-        exchange = _Exchange(self._loop.create_future(), max_bytes, sink)
-        _configure(handle, url, headers, timeouts, size, body, exchange.write)
-        if sink is not None:
-            handle.setopt(pycurl.HEADERFUNCTION, exchange.header)
-            handle.setopt(pycurl.BUFFERSIZE, sink.buffer_bytes)
-        self._busy[handle] = exchange
-        self._multi.add_handle(handle)
-        try:
-            return await exchange.future
-        finally:
-            # still ours: cancelled while in flight (a settled handle may already serve another)
-            if self._busy.get(handle) is exchange:
-                del self._busy[handle]
-                self._multi.remove_handle(handle)
-                handle.close()
+        exchange = _Exchange(self._loop.create_future(), call.max_bytes, call.sink)
+        with contextlib.ExitStack() as stack:
+            _configure(handle, call, exchange.write)
+            if call.body is not None:
+                _send(handle, call.body, exchange, stack)
+            if call.sink is not None:
+                handle.setopt(pycurl.HEADERFUNCTION, exchange.header)
+                handle.setopt(pycurl.BUFFERSIZE, call.sink.buffer_bytes)
+            self._busy[handle] = exchange
+            self._multi.add_handle(handle)
+            try:
+                return await exchange.future
+            finally:
+                # still ours: cancelled while in flight (a settled handle may already serve another)
+                if self._busy.get(handle) is exchange:
+                    del self._busy[handle]
+                    self._multi.remove_handle(handle)
+                    handle.close()
 
     def close(self) -> None:
         """Stop every exchange in flight and close the connections."""
@@ -239,33 +234,37 @@ class CurlEngine:
             self._unwatch(fd)
 
 
-def _configure(
-    handle: pycurl.Curl,
-    url: str,
-    headers: Mapping[str, str],
-    timeouts: Timeouts,
-    size: int,
-    body: bytes | None,
-    write: Callable[[bytes], int | None],
-) -> None:
+def _configure(handle: pycurl.Curl, call: Call, write: Callable[[bytes], int | None]) -> None:
     """Set up ``handle`` for one attempt: exact bytes (no decompression, no proxy from the
     environment, no headers of libcurl's own beyond Host, Content-Length and Accept)."""
-    listed = [f"{name}: {value}" for name, value in headers.items()]
-    if "Expect" not in headers:
+    listed = [f"{name}: {value}" for name, value in call.headers.items()]
+    if "Expect" not in call.headers:
         listed.append("Expect:")  # an empty value: libcurl adds none of its own
-    handle.setopt(pycurl.URL, url)
+    timeouts = call.timeouts
+    handle.setopt(pycurl.URL, call.url)
     handle.setopt(pycurl.HTTPHEADER, listed)
     handle.setopt(pycurl.WRITEFUNCTION, write)
     handle.setopt(pycurl.NOSIGNAL, 1)
     handle.setopt(pycurl.PROXY, "")
     handle.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(timeouts.connect * 1000)))
-    handle.setopt(pycurl.TIMEOUT_MS, max(1, int(timeouts.object_seconds(size) * 1000)))
+    handle.setopt(pycurl.TIMEOUT_MS, max(1, int(timeouts.object_seconds(call.size) * 1000)))
     handle.setopt(pycurl.LOW_SPEED_LIMIT, 1)
     handle.setopt(pycurl.LOW_SPEED_TIME, max(1, math.ceil(timeouts.read)))
-    if body is not None:
-        handle.setopt(pycurl.UPLOAD, 1)
+
+
+def _send(handle: pycurl.Curl, body: Body, exchange: _Exchange, stack: contextlib.ExitStack) -> None:
+    """PUT ``body`` with its Content-Length: bytes from memory, a file range read as the socket takes
+    it (the file stays open until the exchange ends)."""
+    handle.setopt(pycurl.UPLOAD, 1)
+    if isinstance(body, bytes):
         handle.setopt(pycurl.READFUNCTION, io.BytesIO(body).read)
         handle.setopt(pycurl.INFILESIZE_LARGE, len(body))
+        return
+    source = stack.enter_context(open(body.path, "rb"))  # noqa: SIM115 - closed with the exchange
+    source.seek(body.offset)
+    handle.setopt(pycurl.READFUNCTION, exchange.reader(source, body.length))
+    handle.setopt(pycurl.INFILESIZE_LARGE, body.length)
+    handle.setopt(pycurl.UPLOAD_BUFFERSIZE, UPLOAD_BUFFER_BYTES)
 
 
 def _error(handle: pycurl.Curl, exchange: _Exchange, code: int, message: str) -> Exception:

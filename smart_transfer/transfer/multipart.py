@@ -6,36 +6,19 @@ already holds were left out by the server, so a push killed midway sends only th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
-
-import aiohttp
 
 from smart_transfer.protocol.messages import MultipartUpload, UploadPart
 from smart_transfer.transfer.errors import UrlExpired
-from smart_transfer.transfer.http import CHUNK_BYTES, check_status, request_timeout, with_retries
+from smart_transfer.transfer.http import exchange_once, with_retries
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.pieces import run_pieces
-from smart_transfer.transfer.ratelimit import RateLimiter
-
-
-async def _slice(path: Path, offset: int, length: int, limiter: RateLimiter | None) -> AsyncIterator[bytes]:
-    """Bytes ``[offset, offset + length)`` of the file, a chunk at a time."""
-    with open(path, "rb") as source:
-        source.seek(offset)
-        remaining = length
-        while remaining > 0:
-            chunk = source.read(min(CHUNK_BYTES, remaining))
-            if not chunk:
-                raise ValueError(f"{path} is shorter than the part that starts at {offset}")
-            if limiter is not None:
-                await limiter.acquire(len(chunk))
-            remaining -= len(chunk)
-            yield chunk
+from smart_transfer.transfer.transport import FileRange, ObjectTransport
 
 
 async def upload_parts(
-    http: aiohttp.ClientSession,
+    transport: ObjectTransport,
     upload: MultipartUpload,
     name: str,
     path: Path,
@@ -43,11 +26,10 @@ async def upload_parts(
     *,
     parallel: int,
     timeouts: Timeouts | None = None,
-    limiter: RateLimiter | None = None,
     slots: asyncio.Semaphore | None = None,
 ) -> int:
-    """PUT every part of ``upload`` from the file at ``path``, ``parallel`` at a time (sharing
-    ``slots`` with the other transfers); returns the bytes sent."""
+    """PUT every part of ``upload`` from its range of the file at ``path`` over ``transport``,
+    ``parallel`` at a time (sharing ``slots`` with the other transfers); returns the bytes sent."""
     timeouts = timeouts or Timeouts()
     size = path.stat().st_size
     sent = 0
@@ -58,18 +40,14 @@ async def upload_parts(
         length = min(upload.part_size, size - offset)
         if length <= 0:
             raise ValueError(f"part {part.part_number} starts beyond the end of {path}")
-        headers = {**part.request.headers, "Content-Length": str(length)}
-        bounds = request_timeout(timeouts, length)
+        label = f"{name} part {part.part_number}"
 
         async def attempt() -> int:
-            body = _slice(path, offset, length, limiter)
-            async with http.put(part.request.url, data=body, headers=headers, timeout=bounds) as response:
-                answer = await response.read()
-                if response.status != 200:
-                    check_status(f"{name} part {part.part_number}", response.status, answer)
+            body = FileRange(path, offset, length)
+            await exchange_once(transport, label, part.request, timeouts, length, accepted=(200,), body=body)
             return length
 
-        await with_retries(f"{name} part {part.part_number}", attempt, timeouts, length)
+        await with_retries(label, attempt, timeouts, length)
         sent += length
         on_bytes(length)
 

@@ -22,15 +22,13 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed, TransferRefused, UrlExpired
+from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.pieces import in_parallel
-
-if TYPE_CHECKING:  # the HTTP stack loads when objects move, not when a pull starts
-    import aiohttp
+from smart_transfer.transfer.transport import ERROR_BODY_BYTES, BodyTooLarge, Call, ObjectTransport
 
 #: Times an object is asked of a busy peer (HTTP 429) before the next source is tried, and the first
 #: backoff between them in seconds (doubled each time, with jitter).
@@ -60,27 +58,24 @@ class PeerHealth:
             return None
         return entry[0]
 
-    async def reachable(self, http: aiohttp.ClientSession, urls: Sequence[str]) -> list[str]:
+    async def reachable(self, transport: ObjectTransport, urls: Sequence[str], timeouts: Timeouts) -> list[str]:
         """The peers among ``urls`` that answer, shuffled; those without a fresh result are checked
-        in parallel: a GET of the peer's dataset URL, bounded like any request of ``http`` (connect and
-        read timeouts: a loaded peer is slow to answer, not gone)."""
+        in parallel over ``transport``: a GET of the peer's dataset URL, bounded by ``timeouts``
+        (connect and read timeouts: a loaded peer is slow to answer, not gone)."""
         stale = [url for url in dict.fromkeys(urls) if self.known(url) is None]
-        results = await asyncio.gather(*(self._check(http, url) for url in stale))
+        results = await asyncio.gather(*(self._check(transport, url, timeouts) for url in stale))
         for url, good in zip(stale, results, strict=True):
             self.mark(url, good)
         good_ones = [url for url in dict.fromkeys(urls) if self.known(url)]
         random.shuffle(good_ones)
         return good_ones
 
-    async def _check(self, http: aiohttp.ClientSession, url: str) -> bool:
-        import aiohttp
-
+    async def _check(self, transport: ObjectTransport, url: str, timeouts: Timeouts) -> bool:
         try:
-            async with http.get(url) as response:
-                await response.read()
-                return response.status in (200, 429)  # a busy peer is alive
-        except (aiohttp.ClientError, TimeoutError, OSError):
+            answer = await transport.exchange(Call("GET", url, {}, timeouts, 0, ERROR_BODY_BYTES))
+        except (OSError, BodyTooLarge):
             return False
+        return answer.status in (200, 429)  # a busy peer is alive
 
 
 @dataclass

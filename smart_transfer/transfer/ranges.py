@@ -17,26 +17,20 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import aiohttp
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.storage.parts import Part, layout
 from smart_transfer.transfer.errors import TransferFailed, UrlExpired
-from smart_transfer.transfer.http import CHUNK_BYTES, Verified, check_status, request_timeout, with_retries
+from smart_transfer.transfer.http import Verified, bounded_exchange, check_status, with_retries
 from smart_transfer.transfer.limits import LargeObjects, Timeouts
 from smart_transfer.transfer.pieces import run_pieces
-from smart_transfer.transfer.ratelimit import RateLimiter
-
-if TYPE_CHECKING:
-    from smart_transfer.transfer.curl import CurlEngine
+from smart_transfer.transfer.transport import ERROR_BODY_BYTES, ObjectTransport, Sink
 
 #: Bytes read per call while hashing the completed prefix.
 HASH_READ_BYTES = 8 * 1024 * 1024
-#: libcurl's receive buffer for a range (its largest is 10 MiB): one write call per MiB, not per
+#: The receive buffer of a range (libcurl's largest is 10 MiB): one write call per MiB, not per
 #: 16 KiB (measured on a 1 GiB object: a third of aiohttp's user CPU, two thirds of its system time).
 RANGE_BUFFER_BYTES = 1024 * 1024
 
@@ -127,42 +121,18 @@ def _content_range_ok(content_range: str, part: Part, size: int) -> bool:
 
 
 async def _fetch_range(
-    http: aiohttp.ClientSession,
+    transport: ObjectTransport,
     job: RangedDownload,
     fd: int,
     part: Part,
     on_bytes: Callable[[int], None],
     timeouts: Timeouts,
-    limiter: RateLimiter | None,
-    engine: CurlEngine | None = None,
 ) -> None:
+    """Fetch one range into its place in the staging file, retried."""
     headers = {**job.request.headers, "Range": f"bytes={part.offset}-{part.offset + part.length - 1}"}
-    if engine is not None and limiter is None:
-        await with_retries(
-            job.name, lambda: _curl_range(engine, job, fd, part, headers, on_bytes, timeouts), timeouts, part.length
-        )
-        return
-    bounds = request_timeout(timeouts, part.length)
-
-    async def attempt() -> int:
-        written = 0
-        async with http.get(job.request.url, headers=headers, timeout=bounds) as response:
-            if response.status != 206:
-                check_status(job.name, response.status, await response.read())
-                raise TransferFailed(job.name, f"storage answered {response.status} to a ranged GET, not 206")
-            if not _content_range_ok(response.headers.get("Content-Range", ""), part, job.size):
-                raise TransferFailed(job.name, "storage sent another range than asked for (or a size change)")
-            async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-                if limiter is not None:
-                    await limiter.acquire(len(chunk))
-                if written + len(chunk) > part.length:
-                    raise TransferFailed(job.name, f"range {part.number} is longer than asked for")
-                os.pwrite(fd, chunk, part.offset + written)
-                written += len(chunk)
-                on_bytes(len(chunk))
-        return _whole(job, part, written)
-
-    await with_retries(job.name, attempt, timeouts, part.length)
+    await with_retries(
+        job.name, lambda: _range_attempt(transport, job, fd, part, headers, on_bytes, timeouts), timeouts, part.length
+    )
 
 
 def _whole(job: RangedDownload, part: Part, written: int) -> int:
@@ -172,8 +142,8 @@ def _whole(job: RangedDownload, part: Part, written: int) -> int:
     return written
 
 
-async def _curl_range(
-    engine: CurlEngine,
+async def _range_attempt(
+    transport: ObjectTransport,
     job: RangedDownload,
     fd: int,
     part: Part,
@@ -181,26 +151,31 @@ async def _curl_range(
     on_bytes: Callable[[int], None],
     timeouts: Timeouts,
 ) -> int:
-    """One attempt at a range through libcurl: a 206's bytes are written at their offset as they
-    arrive, anything else is an error answer. Its Content-Range is checked once it ends: a wrong
-    one fails the range before the journal records it (the staging file is never visible unverified)."""
-    from smart_transfer.transfer.curl import BodyTooLarge, Sink
-
+    """One attempt at a range: a 206's bytes are written at their offset as they arrive, anything else
+    is an error answer. Its Content-Range is checked once it ends: a wrong one fails the range before
+    the journal records it (the staging file is never visible unverified)."""
     written = 0
+    longer = f"range {part.number} is longer than asked for"
 
     def write(chunk: bytes) -> None:
         nonlocal written
+        if written + len(chunk) > part.length:
+            raise TransferFailed(job.name, longer)
         os.pwrite(fd, chunk, part.offset + written)
         written += len(chunk)
         on_bytes(len(chunk))
 
-    sink = Sink(write, 206, RANGE_BUFFER_BYTES)
-    try:
-        answer = await engine.exchange(
-            job.request.url, headers, timeouts, part.length, max_bytes=part.length, sink=sink
-        )
-    except BodyTooLarge:
-        raise TransferFailed(job.name, f"range {part.number} is longer than asked for") from None
+    answer = await bounded_exchange(
+        transport,
+        job.name,
+        job.request,
+        timeouts,
+        part.length,
+        too_large=longer,
+        max_bytes=max(part.length, ERROR_BODY_BYTES),
+        sink=Sink(write, 206, RANGE_BUFFER_BYTES),
+        headers=headers,
+    )
     if answer.status != 206:
         check_status(job.name, answer.status, answer.body)
         raise TransferFailed(job.name, f"storage answered {answer.status} to a ranged GET, not 206")
@@ -233,14 +208,12 @@ def discard(job: RangedDownload) -> None:
 
 
 async def _download_once(
-    http: aiohttp.ClientSession,
+    transport: ObjectTransport,
     job: RangedDownload,
     large: LargeObjects,
     on_bytes: Callable[[int], None],
     timeouts: Timeouts,
-    limiter: RateLimiter | None,
     slots: asyncio.Semaphore | None,
-    engine: CurlEngine | None,
 ) -> tuple[Multihash, int, bool]:
     """Fetch the missing ranges; (the file's hash, the bytes fetched, whether ranges of an earlier run
     were reused)."""
@@ -256,7 +229,7 @@ async def _download_once(
 
     async def fetch(part: Part) -> None:
         nonlocal fetched
-        await _fetch_range(http, job, fd, part, on_bytes, timeouts, limiter, engine)
+        await _fetch_range(transport, job, fd, part, on_bytes, timeouts)
         journal.mark(part.number)
         hasher.ready(part.number)
         fetched += part.length
@@ -277,23 +250,21 @@ async def _download_once(
 
 
 async def download_ranges(
-    http: aiohttp.ClientSession,
+    transport: ObjectTransport,
     job: RangedDownload,
     large: LargeObjects,
     on_bytes: Callable[[int], None],
     timeouts: Timeouts | None = None,
-    limiter: RateLimiter | None = None,
     slots: asyncio.Semaphore | None = None,
-    engine: CurlEngine | None = None,
 ) -> Verified:
-    """Download ``job`` in ranges (see the module docstring); raises TransferFailed or UrlExpired and
-    keeps what arrived for the next attempt, except a download whose hash does not match. With an
-    ``engine`` (and no rate limit) libcurl fetches the ranges."""
+    """Download ``job`` in ranges over ``transport`` (see the module docstring); raises TransferFailed
+    or UrlExpired and keeps what arrived for the next attempt, except a download whose hash does not
+    match."""
     timeouts = timeouts or Timeouts()
-    digest, moved, resumed = await _download_once(http, job, large, on_bytes, timeouts, limiter, slots, engine)
+    digest, moved, resumed = await _download_once(transport, job, large, on_bytes, timeouts, slots)
     if digest != job.expected_hash and resumed:
         await asyncio.to_thread(discard, job)  # a damaged leftover of an earlier run: once more, from nothing
-        digest, again, resumed = await _download_once(http, job, large, on_bytes, timeouts, limiter, slots, engine)
+        digest, again, resumed = await _download_once(transport, job, large, on_bytes, timeouts, slots)
         moved += again
     if digest != job.expected_hash:
         await asyncio.to_thread(discard, job)

@@ -22,9 +22,7 @@ from smart_transfer.transfer.ratelimit import RateLimiter
 from smart_transfer.transfer.watchdog import ProgressWatchdog
 
 if TYPE_CHECKING:
-    import aiohttp
-
-    from smart_transfer.transfer.curl import CurlEngine
+    from smart_transfer.transfer.transport import ObjectTransport
 
 
 @dataclass(frozen=True)
@@ -143,13 +141,12 @@ class Meter:
 
 @dataclass(frozen=True)
 class Wire:
-    """What object transfers run on: one pooled HTTP session, and the transfer slots they share (an
-    object holds one; a large object's extra ranges or parts take more from the same pool); small
-    objects to presigned URLs go through ``engine`` (libcurl) when there is one."""
+    """What object transfers run on: the one transport of the move (``transport.open_transport``
+    chose its HTTP library), and the transfer slots they share (an object holds one; a large object's
+    extra ranges or parts take more from the same pool)."""
 
-    http: aiohttp.ClientSession
+    transport: ObjectTransport
     slots: asyncio.Semaphore
-    engine: CurlEngine | None = None
 
 
 Work = Callable[[Wire, ObjectFile, Transfer, Meter], Awaitable[int]]
@@ -205,22 +202,6 @@ class KeepAlive:
             raise self._failure
 
 
-@contextlib.asynccontextmanager
-async def _engine(options: FlowOptions, presigned: bool) -> AsyncIterator[CurlEngine | None]:
-    """libcurl for the small objects of a transfer through presigned URLs (a channel that shares its
-    own session sends credentials the engine does not carry); none under a rate limit."""
-    if not presigned or options.limiter is not None:
-        yield None
-        return
-    from smart_transfer.transfer.curl import CurlEngine
-
-    engine = CurlEngine(options.parallel)
-    try:
-        yield engine
-    finally:
-        engine.close()
-
-
 async def move_objects(
     options: FlowOptions,
     beat: KeepAlive,
@@ -233,14 +214,13 @@ async def move_objects(
     if not files:
         return MoveResult()  # a metadata-only pull or push never loads the HTTP stack (~0.3 s)
     # the HTTP stack loads here, once objects are to move: a command reaches the server first
-    from smart_transfer.transfer.http import make_session
+    from smart_transfer.transfer.transport import open_transport
 
     meter = beat.meter
     assert meter is not None
     shared = beat.channel.http_session()
-    pool = contextlib.nullcontext(shared) if shared is not None else make_session(options.parallel, options.timeouts)
-    async with pool as http, _engine(options, shared is None) as engine:
-        wire = Wire(http, asyncio.Semaphore(options.parallel), engine)
+    async with open_transport(options.parallel, options.timeouts, options.limiter, shared=shared) as transport:
+        wire = Wire(transport, asyncio.Semaphore(options.parallel))
 
         async def one(item: ObjectFile, transfer: Transfer) -> int:
             moved = await work(wire, item, transfer, meter)

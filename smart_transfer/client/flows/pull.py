@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import install_checked, install_latest
@@ -40,11 +39,7 @@ from smart_transfer.sync.attach import attach
 from smart_transfer.sync.heads import local_ahead
 from smart_transfer.transfer.limits import INLINE_WRITE_BYTES, SMALL_OBJECT_BYTES, Timeouts
 from smart_transfer.transfer.mover import Transfer
-
-if TYPE_CHECKING:
-    import aiohttp
-
-    from smart_transfer.transfer.curl import CurlEngine
+from smart_transfer.transfer.transport import ObjectTransport
 
 
 def _diverged(name: str) -> DivergedError:
@@ -251,7 +246,7 @@ async def _fetch_objects(
         files = await _from_peers(job, beat, meter, start, files, summary)
 
         async def fetch(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
-            return await _download(job, options.timeouts, wire.http, item, transfer, meter, wire.slots, wire.engine)
+            return await _download(job, options.timeouts, wire.transport, item, transfer, meter, wire.slots)
 
         summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
         summary.objects_transferred += summary.objects_from_peers
@@ -273,17 +268,17 @@ async def _fetch_objects(
 async def _download(
     job: _Job,
     timeouts: Timeouts,
-    http: aiohttp.ClientSession,
+    transport: ObjectTransport,
     item: ObjectFile,
     transfer: Transfer,
     meter: Meter,
     slots: asyncio.Semaphore | None = None,
-    engine: CurlEngine | None = None,
 ) -> int:
-    """GET one object into the workspace, verified (hash and size) before it is put into place: a
-    small object through memory (written on the event loop up to INLINE_WRITE_BYTES), a large one
-    (given transfer ``slots``) as parallel ranges in a staging file kept per object, so a killed pull
-    resumes it range by range, anything else streamed through a file. Returns the bytes moved."""
+    """GET one object over ``transport`` into the workspace, verified (hash and size) before it is put
+    into place: a small object through memory (written on the event loop up to INLINE_WRITE_BYTES), a
+    large one (given transfer ``slots``) as parallel ranges in a staging file kept per object, so a
+    killed pull resumes it range by range, anything else streamed through a file. Returns the bytes
+    moved."""
     from smart_transfer.transfer.http import download, download_bytes  # the HTTP stack loads on use
     from smart_transfer.transfer.ranges import RangedDownload, download_ranges
 
@@ -301,9 +296,7 @@ async def _download(
 
     try:
         if ref.size <= SMALL_OBJECT_BYTES:
-            data = await download_bytes(
-                http, transfer, ref.physical_hash, ref.size, on_bytes, timeouts, options.limiter, engine
-            )
+            data = await download_bytes(transport, transfer, ref.physical_hash, ref.size, on_bytes, timeouts)
             if ref.size <= INLINE_WRITE_BYTES:
                 # a few KiB cost less to write here than to hand to a worker thread (measured: a
                 # 2,000-object pull spent more in thread wake-ups than in the writes)
@@ -313,12 +306,10 @@ async def _download(
             return ref.size
         if slots is not None and ref.size > options.large.range_threshold:
             ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))
-            verified = await download_ranges(
-                http, ranged, options.large, on_bytes, timeouts, options.limiter, slots, engine
-            )
+            verified = await download_ranges(transport, ranged, options.large, on_bytes, timeouts, slots)
         else:
             verified = await download(
-                http, transfer, ref.physical_hash, ref.size, store.temp_path(), on_bytes, timeouts, options.limiter
+                transport, transfer, ref.physical_hash, ref.size, store.temp_path(), on_bytes, timeouts
             )
     except BaseException:
         meter.add_bytes(-received)  # progress counts what stayed
@@ -336,23 +327,25 @@ async def _from_peers(
     summary.peers_listed = len(start.peers)
     if health is None or not start.peers or not files:
         return files
-    from smart_transfer.transfer.http import make_session
     from smart_transfer.transfer.peers import PeerFetcher
+    from smart_transfer.transfer.transport import open_transport
 
     # a peer that fails is left for the next source at once: no retries against it
-    timeouts = replace(job.options.timeouts, attempts=1)
+    options = job.options
+    timeouts = replace(options.timeouts, attempts=1)
     asked = f"{len(files)} objects asked of {len(start.peers)} peer(s)"
-    async with make_session(job.options.parallel, timeouts) as http, watched(job.options, meter, lambda: asked) as dog:
+    transport = open_transport(options.parallel, timeouts, options.limiter, storage=False)
+    async with transport as peer_wire, watched(options, meter, lambda: asked) as dog:
 
         async def fetch(item: ObjectFile, request: HttpRequest) -> int:
             with dog.in_flight():
-                size = await _download(job, timeouts, http, item, request, meter)
+                size = await _download(job, timeouts, peer_wire, item, request, meter)
             meter.add_object()
             return size
 
         with beat.interruptible():
             with dog.in_flight():
-                peers = await health.reachable(http, [peer.url for peer in start.peers])
+                peers = await health.reachable(peer_wire, [peer.url for peer in start.peers], timeouts)
             fetcher = PeerFetcher(health, peers, fetch, job.options.parallel)
             left = await fetcher.fetch_all(files)
     summary.objects_from_peers = fetcher.report.objects

@@ -164,26 +164,17 @@ async def _upload(
         path: Path = store.path_of(dataset.object_key(item.ref()))
         if isinstance(transfer, MultipartUpload):
             return await upload_parts(
-                wire.http,
+                wire.transport,
                 transfer,
                 item.physical_hash,
                 path,
                 meter.add_bytes,
                 parallel=options.large.parallel_parts,
                 timeouts=options.timeouts,
-                limiter=options.limiter,
                 slots=wire.slots,
             )
         return await upload(
-            wire.http,
-            transfer,
-            item.physical_hash,
-            path,
-            meter.add_bytes,
-            timeouts=options.timeouts,
-            limiter=options.limiter,
-            engine=wire.engine,
-            size_hint=item.size,
+            wire.transport, transfer, item.physical_hash, path, meter.add_bytes, options.timeouts, item.size
         )
 
     return await move_objects(options, beat, files, page_limit, send)

@@ -65,7 +65,8 @@ class Signer:
 
     @staticmethod
     def _uncommitted(dataset: DatasetRepository, ref: ObjectRef) -> None:
-        if dataset.has_object(ref):
+        # at any size: the key holds no size, so a PUT "of another size" would overwrite the committed bytes
+        if dataset.index.object_size(dataset.name, ref.kind, ref.physical_hash) is not None:
             raise ProtocolError(
                 ErrorCode.OBJECT_NOT_ALLOWED,
                 f"{ref.label} is committed in {dataset.name}: it is never written again",

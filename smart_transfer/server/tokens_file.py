@@ -22,7 +22,10 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 #: A dataset-name pattern (shell-style; an empty one would match nothing and is a typo).
 Pattern = Annotated[str, StringConstraints(min_length=1)]
 #: Who a token is for: printed in logs, errors and ``token list``, so one line of printable text.
-Subject = Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
+#: (C0 and C1 controls, line and paragraph separators, and bidi controls that reorder what is shown).
+Subject = Annotated[
+    str, StringConstraints(min_length=1, pattern=r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+$")
+]
 #: The hex SHA-256 of a token, as ``hashlib.sha256(...).hexdigest()`` writes it.
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 

@@ -73,11 +73,17 @@ class ProgressWatchdog:
 
     def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
+        if self._owner is None:  # this phase ended; a handler left behind only passes reports on
+            self._pass_on(loop, context)
+            return
         what = f"{type(exc).__name__}: {exc}" if exc is not None else str(context.get("message"))
         self._fire(NoProgress("operation", f"internal error in an event-loop callback ({what})"))
-        handler = self._previous_handler
-        if handler is not None:
-            handler(loop, context)
+        self._pass_on(loop, context)
+
+    def _pass_on(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Report as the loop would have without this watchdog."""
+        if self._previous_handler is not None:
+            self._previous_handler(loop, context)
         else:
             loop.default_exception_handler(context)
 
@@ -91,12 +97,14 @@ class ProgressWatchdog:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        asyncio.get_running_loop().set_exception_handler(self._previous_handler)
+        loop = asyncio.get_running_loop()
+        if loop.get_exception_handler() == self._on_loop_error:
+            loop.set_exception_handler(self._previous_handler)  # (another watchdog may have replaced ours)
         assert self._task is not None
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        if self._fired is not None and self._owner is not None:
-            if exc_type is asyncio.CancelledError:
-                self._owner.uncancel()
-            raise self._fired
+        await asyncio.wait({self._task})  # not `await` it: a cancel of our own task must not be swallowed
+        owner, self._owner = self._owner, None
+        if self._fired is not None and owner is not None:
+            owner.uncancel()  # the one cancel we asked for, whatever became of it
+            if exc_type is None or issubclass(exc_type, asyncio.CancelledError):
+                raise self._fired  # else the error the phase ended with says more

@@ -61,9 +61,9 @@ def run_token_profile(args: argparse.Namespace) -> int:
     to the tokens file: the profile is complete and durable before the token is live, so a profile that
     cannot be written adds no token, and a token that cannot be added takes back a profile file it created."""
     from smart_transfer.reading.output import output_written
-    from smart_transfer.server.auth import add_token, check_tokens_file, new_token
+    from smart_transfer.server.auth import add_token, check_tokens_file, hash_token, new_token
     from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
-    from smart_transfer.server.tokens_file import TokensFileError
+    from smart_transfer.server.tokens_file import TokensFileError, new_entry
 
     if not args.read:
         raise CliError("give at least one --read pattern", EXIT_USAGE)
@@ -74,6 +74,7 @@ def run_token_profile(args: argparse.Namespace) -> int:
     tokens = Path(args.tokens)
     try:
         check_tokens_file(tokens)  # a file no token can be added to is refused before the profile is written
+        new_entry(args.subject, hash_token(profile["bearerToken"]), args.read, [])  # and an entry it would refuse
         with output_written(args.output, profile_bytes(profile), mode=0o600):
             add_token(tokens, args.subject, args.read, [], profile["bearerToken"])
     except TokensFileError as exc:

@@ -19,7 +19,7 @@ from smart_transfer.transfer.limits import DEFAULT_PARALLEL, DEFAULT_PROGRESS_TI
 from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
 from smart_transfer.transfer.peers import PeerHealth
 from smart_transfer.transfer.ratelimit import RateLimiter
-from smart_transfer.transfer.watchdog import ProgressWatchdog
+from smart_transfer.transfer.watchdog import NoProgress, ProgressWatchdog
 
 if TYPE_CHECKING:
     from smart_transfer.transfer.transport import ObjectTransport
@@ -166,6 +166,7 @@ class KeepAlive:
         self._owner: asyncio.Task[object] | None = None
         self._interruptible = False
         self._failure: SmartTransferError | None = None
+        self._cancelled_owner = False
 
     async def _beat(self) -> None:
         try:
@@ -176,6 +177,7 @@ class KeepAlive:
         except SmartTransferError as exc:
             self._failure = exc
             if self._interruptible and self._owner is not None:
+                self._cancelled_owner = True
                 self._owner.cancel()
 
     @contextlib.contextmanager
@@ -195,11 +197,11 @@ class KeepAlive:
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         assert self._task is not None
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        if self._failure is not None and exc_type is asyncio.CancelledError and self._owner is not None:
-            self._owner.uncancel()
-            raise self._failure
+        await asyncio.wait({self._task})  # not `await` it: a cancel of our own task must not be swallowed
+        if self._cancelled_owner and self._owner is not None and self._failure is not None:
+            self._owner.uncancel()  # the one cancel we asked for, whatever became of it
+            if exc_type is not None and issubclass(exc_type, asyncio.CancelledError | NoProgress):
+                raise self._failure  # the server's reason, not the stop it caused
 
 
 async def move_objects(

@@ -15,12 +15,10 @@ from typing import BinaryIO
 import aiohttp
 
 from smart_transfer.transfer.errors import StorageStalled, StorageUnreachable
-from smart_transfer.transfer.limits import Timeouts
+from smart_transfer.transfer.limits import STREAM_CHUNK_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
 from smart_transfer.transfer.transport import Answer, Body, BodyTooLarge, Call, FileRange, ObjectTransport, Sink
 
-#: Read size while streaming answers, and chunk size of uploads streamed from a file range.
-CHUNK_BYTES = 1024 * 1024
 #: Chunk size of rate-limited uploads (finer, so the limit holds over short spans).
 LIMITED_CHUNK_BYTES = 64 * 1024
 
@@ -101,7 +99,7 @@ class AiohttpTransport(ObjectTransport):
         """Bytes ``[offset, offset + length)`` of the file, a chunk at a time."""
         source.seek(part.offset)
         remaining = part.length
-        step = CHUNK_BYTES if self._limiter is None else LIMITED_CHUNK_BYTES
+        step = STREAM_CHUNK_BYTES if self._limiter is None else LIMITED_CHUNK_BYTES
         while remaining > 0:
             chunk = source.read(min(step, remaining))
             if not chunk:
@@ -116,7 +114,7 @@ class AiohttpTransport(ObjectTransport):
         streamed = sink is not None and response.status == sink.status
         kept: list[bytes] = []
         received = 0
-        while chunk := await response.content.read(sink.buffer_bytes if sink is not None else CHUNK_BYTES):
+        while chunk := await response.content.read(sink.buffer_bytes if sink is not None else STREAM_CHUNK_BYTES):
             received += len(chunk)
             if received > max_bytes:
                 raise BodyTooLarge(max_bytes)

@@ -31,6 +31,7 @@ from smart_transfer.transfer.limits import (
     INLINE_WRITE_BYTES,
     RETRY_BASE_DELAY,
     SMALL_OBJECT_BYTES,
+    STREAM_CHUNK_BYTES,
     Timeouts,
 )
 from smart_transfer.transfer.transport import (
@@ -55,9 +56,6 @@ __all__ = [
     "make_session",
     "upload",
 ]
-
-#: The receive buffer of a streamed download (one sink call per MiB).
-CHUNK_BYTES = 1024 * 1024
 
 T = TypeVar("T")
 
@@ -255,7 +253,7 @@ async def download(
                 verifying.write(chunk)
                 on_bytes(len(chunk))
 
-            sink = Sink(write, 200, CHUNK_BYTES)
+            sink = Sink(write, 200, STREAM_CHUNK_BYTES)
             await exchange_once(transport, name, request, timeouts, expected_size, accepted=(200,), sink=sink)
         verifying.check()
         return expected_size

@@ -35,6 +35,8 @@ DEFAULT_RANGE_SIZE = 32 * 1024 * 1024
 #: Seconds an operation's object phase may have nothing in flight and make no progress before it fails
 #: (the progress watchdog, ``watchdog.py``).
 DEFAULT_PROGRESS_TIMEOUT = 30.0
+#: Bytes per read or write of a streamed object body (one sink call or file read per MiB).
+STREAM_CHUNK_BYTES = 1024 * 1024
 #: Ranges (downloads) or parts (multipart uploads) of one object in flight at once; they share the
 #: ``--parallel`` connections with every other transfer.
 DEFAULT_PARALLEL_PARTS = 8

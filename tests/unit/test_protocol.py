@@ -375,7 +375,9 @@ def _tar(entries: list[tuple[str, bytes]]) -> bytes:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue())
+    # mtime=0: gzip would stamp the time into the header, and the test ids (made of these bytes) must be
+    # the same in every process that collects them (pytest-xdist workers)
+    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def _pack_entry(pack: bytes) -> tuple[str, bytes]:
@@ -389,7 +391,7 @@ _A = encode_pack([(Multihash.of(b"a"), b"a")])
     ("data", "fragment"),
     [
         (b"not gzip", "malformed"),
-        (gzip.compress(b"not a tar" * 100), "malformed"),
+        (gzip.compress(b"not a tar" * 100, mtime=0), "malformed"),
         (_tar([]), "carries no block pack"),
         (_tar([("pack-" + str(Multihash.of(b"a")), _A)]), "pack .* does not match its hash"),
         (_tar([_pack_entry(encode_pack([(Multihash.of(b"a"), b"b")]))]), "block .* does not match its hash"),
@@ -402,7 +404,7 @@ _A = encode_pack([(Multihash.of(b"a"), b"a")])
         (_tar([_pack_entry(_A), _pack_entry(_A)]), "out of order"),
         (_tar([_pack_entry(_A), ("manifest-" + str(Multihash.of(b"m")), b"x")]), "manifest .* does not match its hash"),
         (_tar([_pack_entry(encode_pack([(Multihash.of(b"a" * 70000), b"a" * 70000)]))]), "block limit"),
-        (gzip.compress(b"\0" * (2 * 1024 * 1024)), "expands beyond"),
+        (gzip.compress(b"\0" * (2 * 1024 * 1024), mtime=0), "expands beyond"),
     ],
 )
 def test_hostile_tarballs_are_refused(data: bytes, fragment: str) -> None:

@@ -222,7 +222,7 @@ def test_token_profile_to_a_full_device_adds_no_token(device: str, tmp_path: Pat
     one_line_error(result, 1, f"cannot write {device}: No space left on device")
     assert tokens.read_bytes() == before
     listed = orjson.loads(token_cli("list", "--tokens", str(tokens), "--json").stdout)
-    assert listed == [{"subject": "keep", "read": ["x"], "write": []}]
+    assert listed == [{"subject": "keep", "read": ["x"], "write": [], "expires": None, "expired": False}]
 
 
 def test_token_profile_takes_back_the_profile_it_wrote_when_the_token_cannot_be_added(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import delta_sharing
 import httpx
 import orjson
 import pytest
+from requests import HTTPError
 
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode
 from tests.conftest import CLI, ServerProcess, free_port, run_cli, start_server, summary
@@ -244,6 +245,12 @@ def test_token_profile_expires_writes_a_profile_the_delta_sharing_client_loads(f
     assert 7100 < left <= 7200, expiration
     frame = delta_sharing.load_as_pandas(f"{path}#smart-transfer.datasets.{faces.dataset}")
     assert len(frame) == 5
+    gone = tmp_path / "gone.share"  # the same client, once the profile's time has passed
+    gone.write_bytes(orjson.dumps({**orjson.loads(path.read_bytes()), "bearerToken": faces.tokens["expired"]}))
+    with pytest.raises(HTTPError) as refused:
+        delta_sharing.load_as_pandas(f"{gone}#smart-transfer.datasets.{faces.dataset}")
+    assert refused.value.response is not None and refused.value.response.status_code == 401
+    assert f"this token expired at {EXPIRED_AT}" in refused.value.response.json()["message"]
 
 
 def test_a_following_peer_ends_and_is_unlisted_when_its_token_expires(faces: Faces, tmp_path: Path) -> None:

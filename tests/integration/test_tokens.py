@@ -54,9 +54,14 @@ def test_token_list_shows_subjects_and_grants_never_secrets(tmp_path: Path) -> N
 
 def test_token_expires_is_checked_stored_and_listed(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    for command in (["add", "--subject", "a", "--read", "*"], ["profile", "a", "--url", "http://h", "--read", "*"]):
-        for bad, says in (("2020-01-01", "is not in the future"), ("0", "is not in the future"), ("soon", "not a")):
-            one_line_error(token_cli(*command, "--tokens", str(tokens), "--expires", bad), 2, says)
+    add, profile = ["add", "--subject", "a", "--read", "*"], ["profile", "a", "--url", "http://h", "--read", "*"]
+    for command, bad, says in (
+        (add, "2020-01-01", "'2020-01-01' is not in the future (2020-01-01T00:00:00Z is not after now)"),
+        (add, "0", "is not in the future"),
+        (add, "soon", "not a duration or an ISO-8601 time: 'soon'"),
+        (profile, "2030-02-30", "not a duration or an ISO-8601 time"),
+    ):
+        one_line_error(token_cli(*command, "--tokens", str(tokens), "--expires", bad), 2, says)
     assert not tokens.exists()
     token(tokens, "later", "--read", "*", "--expires", "2030-01-31T13:00:00+01:00")
     document = orjson.loads(tokens.read_bytes())

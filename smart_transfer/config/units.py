@@ -1,9 +1,11 @@
 """Values as people type them: sizes and rates (``5M``, ``64MiB``, ``1.5G/s``, ``2048``) and durations
-(``90``, ``30m``, ``1h``, ``2d``). One parser each, for every flag and variable that takes one."""
+(``90``, ``30m``, ``1h``, ``2d``) and expiries (a duration from now, or an ISO-8601 time). One parser each, for
+every flag and variable that takes one."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?(?:/s)?")
@@ -70,3 +72,34 @@ def duration(text: str) -> float:
     if not value >= 0:  # also refuses nan
         raise ValueError(f"a duration cannot be negative: {text!r}")
     return value
+
+
+#: How an expiry is written in files and messages: UTC, to the second (``2026-01-31T12:00:00Z``).
+EXPIRY_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def expiry(text: str, now: datetime) -> datetime:
+    """``30d``, ``12h``, ``90m`` (from ``now``) or an ISO-8601 date or time (UTC unless it names its offset)
+    -> the UTC moment it names, to the second; later than ``now``."""
+    try:
+        moment = (now + timedelta(seconds=duration(text))).replace(microsecond=0)
+    except ValueError:
+        moment = _iso_time(text)
+    except OverflowError:
+        raise ValueError(f"too far in the future: {text!r}") from None
+    if moment <= now:
+        raise ValueError(f"{text!r} is not in the future ({moment.strftime(EXPIRY_FORMAT)} is not after now)")
+    return moment
+
+
+def _iso_time(text: str) -> datetime:
+    """An ISO-8601 date or time as a UTC moment to the second (UTC when it names no offset)."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).replace(microsecond=0)
+    except ValueError:
+        raise ValueError(
+            f"not a duration or an ISO-8601 time: {text!r} (examples: 30d, 12h, 90m, 2030-01-31T12:00:00Z)"
+        ) from None
+    except OverflowError:
+        raise ValueError(f"not a time this server can hold: {text!r}") from None

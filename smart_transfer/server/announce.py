@@ -51,13 +51,17 @@ class PeerBook:
         self.ttl_seconds = ttl_seconds
         self.max_listed = max_listed
 
-    def announce(self, dataset: DatasetRepository, url: str, head: Multihash, subject: str) -> None:
-        """Record (or renew) that ``url`` serves ``dataset``'s objects up to ``head``."""
+    def announce(
+        self, dataset: DatasetRepository, url: str, head: Multihash, subject: str, until: float | None = None
+    ) -> None:
+        """Record (or renew) that ``url`` serves ``dataset``'s objects up to ``head``, listed for the
+        time-to-live but never past ``until`` (the announcing token's expiry, a Unix time)."""
         others = [a for a in self._live(dataset) if a.url != url]
         excess = len(others) - MAX_ANNOUNCEMENTS_PER_DATASET + 1
         if excess > 0:
             dataset.index.forget_peers(dataset.name, [a.url for a in others[:excess]])
-        announcement = Announcement(url, str(head), time.time() + self.ttl_seconds, subject)
+        ends = time.time() + self.ttl_seconds
+        announcement = Announcement(url, str(head), ends if until is None else min(ends, until), subject)
         dataset.index.record_peer(dataset.name, url, announcement.encode())
 
     def listed(self, dataset: DatasetRepository, exclude: str | None = None) -> list[PeerSource]:

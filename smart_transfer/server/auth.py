@@ -2,7 +2,9 @@
 grants on dataset-name patterns (shell-style: ``sales-*``, ``*``).
 
 Tokens file (JSON, one object): ``{"tokens": [{"subject": "alice", "sha256": "<hex of the token's
-SHA-256>", "read": ["*"], "write": ["sales-*"]}]}``. ``smart-transfer token add`` writes entries and
+SHA-256>", "read": ["*"], "write": ["sales-*"], "expires": "2030-01-31T12:00:00Z"}]}`` (``expires`` is
+optional: from that moment on the token is refused, by :meth:`Grant.refuse_if_expired`, which every face of
+the server reaches through :meth:`Authorizer.subject`). ``smart-transfer token add`` writes entries and
 prints the secret once; the file never holds a usable secret. A write grant implies read. The file's
 one schema is :mod:`smart_transfer.server.tokens_file`: a malformed file is refused whole, never read in part.
 """
@@ -21,9 +23,11 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 
+from smart_transfer.config.units import EXPIRY_FORMAT
 from smart_transfer.errors import LocalError
 from smart_transfer.protocol import bearer_token
 from smart_transfer.reading.output import OutputError, open_output
@@ -55,14 +59,33 @@ class AuthError(Exception):
         super().__init__(message)
 
 
+class TokenExpired(AuthError):
+    """401: the token is known, and its expiry has passed."""
+
+    def __init__(self, expired_at: datetime) -> None:
+        self.expired_at = expired_at
+        super().__init__(401, f"this token expired at {expired_at.strftime(EXPIRY_FORMAT)}")
+
+
 @dataclass(frozen=True)
 class Grant:
-    """Who a token belongs to and which datasets it may read and write."""
+    """Who a token belongs to, which datasets it may read and write, and until when (None: no end)."""
 
     subject: str
     sha256: str
     read: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
+    expires_at: datetime | None = None
+
+    def refuse_if_expired(self) -> None:
+        """The one expiry check (TokenExpired once the token's time has passed), for every face and for
+        sessions that outlive the moment they were admitted."""
+        if self.expires_at is not None and datetime.now(UTC) >= self.expires_at:
+            raise TokenExpired(self.expires_at)
+
+    def seconds_left(self) -> float | None:
+        """How long the token still works (None: no end)."""
+        return None if self.expires_at is None else max(0.0, (self.expires_at - datetime.now(UTC)).total_seconds())
 
     def allows(self, dataset: str, access: Access) -> bool:
         patterns = self.write if access is Access.WRITE else self.read + self.write
@@ -75,7 +98,8 @@ def hash_token(token: str) -> str:
 
 def load_grants(path: Path) -> list[Grant]:
     """The grants of a tokens file (TokensFileError when it is missing, not a regular file, or malformed)."""
-    return [Grant(e.subject, e.sha256, tuple(e.read), tuple(e.write)) for e in _read_document(path).tokens]
+    document = _read_document(path)
+    return [Grant(e.subject, e.sha256, tuple(e.read), tuple(e.write), e.expires_at()) for e in document.tokens]
 
 
 def check_tokens_file(path: Path) -> None:
@@ -132,7 +156,8 @@ class Authorizer:
         return self.grants
 
     def subject(self, authorization: str | None) -> Grant | None:
-        """The grant of the bearer token in an Authorization header (None: anonymous allowed)."""
+        """The grant of the bearer token in an Authorization header (None: anonymous allowed); TokenExpired
+        for a token whose time has passed."""
         if self.anonymous:
             return None
         token = bearer_token(authorization)
@@ -141,6 +166,7 @@ class Authorizer:
         digest = hash_token(token)
         for grant in self.current():
             if hmac.compare_digest(grant.sha256, digest):
+                grant.refuse_if_expired()
                 return grant
         if self.unusable is not None:  # the details are in the server's log, not for any caller
             raise AuthError(401, TOKENS_FILE_UNUSABLE)
@@ -228,15 +254,22 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
 
 
-def add_token(path: Path, subject: str, read: list[str], write: list[str], token: str | None = None) -> str:
-    """Append a token (``token``, or a new one) to the tokens file (creating it, mode 0600); returns the
-    secret. The entry goes through the file's schema: a subject or pattern the file could not hold is
-    refused (TokensFileError) and nothing is written."""
+def add_token(
+    path: Path,
+    subject: str,
+    read: list[str],
+    write: list[str],
+    token: str | None = None,
+    expires: datetime | None = None,
+) -> str:
+    """Append a token (``token``, or a new one; working until ``expires`` when given) to the tokens file
+    (creating it, mode 0600); returns the secret. The entry goes through the file's schema: a subject or
+    pattern the file could not hold is refused (TokensFileError) and nothing is written."""
     token = token or new_token()
     _regular(path)
     with _changing(path):
         document = _read_document(path) if path.exists() else TokensDocument(tokens=[])
-        entry = new_entry(subject, hash_token(token), read, write)
+        entry = new_entry(subject, hash_token(token), read, write, expires)
         _write_document(path, TokensDocument(tokens=[*document.tokens, entry]))
     return token
 

@@ -74,7 +74,7 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, server: S
         head = plan.target.head
         announce = request.announce
         if announce is not None:
-            await _announce(server, dataset, announce, head, session.subject)
+            await _announce(server, dataset, announce, head, session)
         if isinstance(ending, DatasetPullComplete):
             break
 
@@ -83,9 +83,11 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, server: S
         async def tick(announce: str | None = announce, head: Multihash = head) -> None:
             nonlocal renewed
             server.refuse_if_draining()  # a follower has nothing in flight: it ends at once
+            if session.grant is not None:
+                session.grant.refuse_if_expired()  # a follower outlives its admission: it ends with its token
             if announce is not None and time.monotonic() - renewed >= server.settings.peer_ttl_seconds / 4:
                 renewed = time.monotonic()
-                await _announce(server, dataset, announce, head, session.subject)  # alive: still serving
+                await _announce(server, dataset, announce, head, session)  # alive: still serving
 
         interval = server.settings.keepalive_interval_seconds
         request = await follow(session, server.heads, dataset, head, interval, tick)
@@ -100,8 +102,13 @@ def _plan_and_peers(
     return _plan(dataset, request), server.peers.listed(dataset, exclude=request.announce)
 
 
-async def _announce(server: ServerState, dataset: DatasetRepository, url: str, head: Multihash, subject: str) -> None:
-    await asyncio.to_thread(server.peers.announce, dataset, url, head, subject)
+async def _announce(
+    server: ServerState, dataset: DatasetRepository, url: str, head: Multihash, session: ServerSession
+) -> None:
+    """Record the session's announcement, listed no longer than the announcing token works."""
+    expires = session.grant.expires_at if session.grant is not None else None
+    until = expires.timestamp() if expires is not None else None
+    await asyncio.to_thread(server.peers.announce, dataset, url, head, session.subject, until)
     server.metrics.announcements.inc()
 
 

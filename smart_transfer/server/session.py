@@ -13,6 +13,7 @@ from smart_transfer.protocol.connection import DEFAULT_MAX_TEXT_BYTES, CloseFram
 from smart_transfer.protocol.errors import ErrorCode, ProtocolError
 from smart_transfer.protocol.flows import Sender
 from smart_transfer.protocol.messages import Message, MetadataTarball
+from smart_transfer.server.auth import Grant
 
 M = TypeVar("M", bound=Message | MetadataTarball)
 _GONE = (WebSocketDisconnect, WebSocketDisconnected, RuntimeError)
@@ -40,6 +41,8 @@ class ServerSession:
         self.idle_timeout = idle_timeout
         #: Whom the session acts for (the token's subject, or the anonymous client's address).
         self.subject = "-"
+        #: The token's grant (None on a server without tokens): a following session ends when it expires.
+        self.grant: Grant | None = None
         #: Bytes of the frames received and sent (all metadata: object bytes never pass here).
         self.bytes_received = 0
         self.bytes_sent = 0

@@ -55,6 +55,7 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
     active = state.metrics.sessions_active.labels(record.flow)
     with admitted(state, asking, state.sessions) as admission:
         record.subject = session.subject = admission.subject
+        session.grant = admission.grant
         active.inc()
         try:
             async with asyncio.timeout(settings.session_timeout_seconds):

@@ -4,7 +4,8 @@
 
 ``{"tokens": [{"subject": "alice", "sha256": "<64 lowercase hex digits>", "read": ["*"], "write": []}]}``:
 a subject is a non-empty string without control characters, ``read`` and ``write`` are optional lists of
-non-empty pattern strings. Anything else fails closed with a one-line :class:`TokensFileError` naming the
+non-empty pattern strings, ``expires`` an optional UTC time to the second (``2030-01-31T12:00:00Z``) after
+which the token is refused. Anything else fails closed with a one-line :class:`TokensFileError` naming the
 entry and the field: a string where a list belongs (read character by character it would grant ``*``),
 a number, a bool, a short or uppercase sha256, a missing or unknown field, a key given twice in one
 object (which of the two counts would be the parser's guess), the same sha256 twice, nesting, a top level
@@ -14,10 +15,13 @@ that is not an object, bytes that are not UTF-8.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from smart_transfer.config.units import EXPIRY_FORMAT
 
 #: A dataset-name pattern (shell-style; an empty one would match nothing and is a typo).
 Pattern = Annotated[str, StringConstraints(min_length=1)]
@@ -28,6 +32,17 @@ Subject = Annotated[
 ]
 #: The hex SHA-256 of a token, as ``hashlib.sha256(...).hexdigest()`` writes it.
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+def _real_time(value: str) -> str:
+    datetime.strptime(value, EXPIRY_FORMAT)  # a ValueError for a day or hour that does not exist
+    return value
+
+
+#: When a token stops working: one exact form (UTC, to the second), so every reader reads the same moment.
+Expiry = Annotated[
+    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"), AfterValidator(_real_time)
+]
 
 #: What a validation error of each kind says about its field (pydantic's own text otherwise).
 _SAYS = {
@@ -43,6 +58,7 @@ _SAYS = {
 _PATTERN_SAYS = {
     "subject": "must be one line of printable text",
     "sha256": "must be 64 lowercase hex digits (the SHA-256 of the token)",
+    "expires": "must be a UTC time to the second, like 2030-01-31T12:00:00Z",
 }
 
 
@@ -59,6 +75,11 @@ class TokenEntry(BaseModel):
     sha256: Sha256
     read: list[Pattern] = []
     write: list[Pattern] = []
+    expires: Expiry | None = None
+
+    def expires_at(self) -> datetime | None:
+        """The moment the token stops working (None: never)."""
+        return datetime.strptime(self.expires, EXPIRY_FORMAT).replace(tzinfo=UTC) if self.expires else None
 
 
 class TokensDocument(BaseModel):
@@ -118,7 +139,8 @@ def parse_tokens(raw: bytes, source: Path | str) -> TokensDocument:
 
 def tokens_bytes(document: TokensDocument) -> bytes:
     """The file's bytes for ``document`` (indented: people read and review it)."""
-    return json.dumps(document.model_dump(mode="json"), indent=2, ensure_ascii=False).encode() + b"\n"
+    fields = document.model_dump(mode="json", exclude_none=True)  # a token without an expiry has no field
+    return json.dumps(fields, indent=2, ensure_ascii=False).encode() + b"\n"
 
 
 def _one_line(text: str) -> str:
@@ -159,17 +181,22 @@ def _problem(kind: str, message: str, location: list[int | str]) -> str:
     says = _SAYS.get(kind, _one_line(message))
     if not location:
         return says
-    if kind == "string_pattern_mismatch":
+    if kind in ("string_pattern_mismatch", "value_error"):
         says = _PATTERN_SAYS.get(str(location[0]), says)
     if kind == "list_type" and location == ["tokens"]:
         says = "must be a list of entries"
     return str(location[0]) + "".join(f"[{part}]" for part in location[1:]) + f": {says}"
 
 
-def new_entry(subject: str, sha256: str, read: list[str], write: list[str]) -> TokenEntry:
+def new_entry(
+    subject: str, sha256: str, read: list[str], write: list[str], expires: datetime | None = None
+) -> TokenEntry:
     """An entry to add, checked by the same schema (TokensFileError naming the field it refuses)."""
+    fields: dict[str, Any] = {"subject": subject, "sha256": sha256, "read": read, "write": write}
+    if expires is not None:
+        fields["expires"] = expires.astimezone(UTC).strftime(EXPIRY_FORMAT)
     try:
-        return TokenEntry.model_validate({"subject": subject, "sha256": sha256, "read": read, "write": write})
+        return TokenEntry.model_validate(fields)
     except ValidationError as exc:
         error = exc.errors()[0]
         problem = _problem(error["type"], error["msg"], list(error["loc"]))

@@ -2,21 +2,30 @@
 committed, storage that does not answer) sent to a real server through the smart protocol (WebSocket), REST,
 Delta Sharing and the web view gets the same decision on each, rendered in each face's own shape: the
 typed ErrorCode (WebSocket Error / REST body), the HTTP status REST answers for it, Delta Sharing's
-errorCode, the web view's page status."""
+errorCode, the web view's page status. A token past its expiry is refused the same way on every face (and
+on /metrics and by a following, announcing peer's session), saying when it expired."""
 
 from __future__ import annotations
 
+import calendar
+import hashlib
+import math
 import secrets
+import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import delta_sharing
 import httpx
 import orjson
 import pytest
+from requests import HTTPError
 
 from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode
-from tests.conftest import ServerProcess, free_port, run_cli, start_server
+from tests.conftest import CLI, ServerProcess, free_port, run_cli, start_server, summary
 from tests.integration.test_security import error_of, token, ws
 from tests.slices import add_slices
 
@@ -40,6 +49,7 @@ class Faces:
     server: ServerProcess
     dataset: str
     tokens: dict[str, str]
+    tokens_file: Path | None = None
 
     def smart(self, secret: str | None, asks: bool) -> dict[str, Any]:
         """The Error a pull session of the dataset ends with: right after the handshake (the guard), or
@@ -77,6 +87,20 @@ def _bearer(secret: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"} if secret else {}
 
 
+#: When the fixture's expired token expired.
+EXPIRED_AT = "2020-01-01T00:00:00Z"
+
+
+def with_expiry(tokens: Path, subject: str, expires: str, *grants: str) -> str:
+    """A token added to the tokens file by hand, with ``expires`` as written (a past one ``token add`` refuses)."""
+    secret = f"st_{secrets.token_urlsafe(32)}"
+    document = orjson.loads(tokens.read_bytes())
+    entry = {"subject": subject, "sha256": hashlib.sha256(secret.encode()).hexdigest(), "expires": expires}
+    document["tokens"].append({**entry, "read": list(grants)})
+    tokens.write_bytes(orjson.dumps(document))
+    return secret
+
+
 @pytest.fixture(scope="module")
 def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
     """A server with a tokens file (reader: everything, outsider: another dataset) and one pushed dataset."""
@@ -86,15 +110,17 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
         "writer": token(tokens, "writer", "--write", "*"),
         "reader": token(tokens, "reader", "--read", "*"),
         "outsider": token(tokens, "outsider", "--read", "elsewhere"),
+        "lasting": token(tokens, "lasting", "--read", "*", "--expires", "1h"),
     }
-    server = start_server(root / "server", "--tokens", str(tokens))
+    secret["expired"] = with_expiry(tokens, "expired", EXPIRED_AT, "*")
+    server = start_server(root / "server", "--tokens", str(tokens), "--keepalive-interval", "1")
     try:
         name = f"policy-{secrets.token_hex(3)}"
         workspace = root / "ws"
         add_slices(workspace, name, root / "in", [3, 2])  # Parquet: a Delta Sharing table too
         pushed = run_cli("push", name, f"{server.url}/{name}", "--token", secret["writer"], workspace=workspace)
         assert pushed.returncode == 0, pushed.stderr
-        yield Faces(server, name, secret)
+        yield Faces(server, name, secret, tokens)
     finally:
         server.stop()
 
@@ -160,3 +186,87 @@ def storage_down(server_factory: Any) -> Faces:
 def test_storage_that_does_not_answer_is_the_same_status_on_every_face(storage_down: Faces) -> None:
     storage_down.decide(None, ErrorCode.STORAGE_UNAVAILABLE, asks=True)  # anonymous: only the store refuses
     assert "Traceback" not in "".join(storage_down.server.output)
+
+
+def _sign_in(faces: Faces, secret: str) -> httpx.Response:
+    return httpx.post(
+        f"{faces.server.url}/ui/signin",
+        data={"token": secret},
+        headers={"Origin": faces.server.url},
+        timeout=REQUEST_SECONDS,
+        follow_redirects=False,
+    )
+
+
+def test_an_expired_token_is_unauthorized_on_every_face_saying_when(faces: Faces, tmp_path: Path) -> None:
+    expired, says = faces.tokens["expired"], f"this token expired at {EXPIRED_AT}"
+    faces.decide(expired, ErrorCode.UNAUTHORIZED)
+    assert says in faces.smart(expired, asks=False)["message"]
+    assert says in faces.rest(expired).json()["error"]["message"]
+    assert says in faces.sharing(expired).json()["message"]
+    page = faces.web_view(expired)  # a cookie of an expired token: signed out, told why
+    assert says in page.text and 'id="token"' in page.text and "Max-Age=0" in page.headers["set-cookie"]
+    refused = _sign_in(faces, expired)
+    assert refused.status_code == 401 and says in refused.text and "set-cookie" not in refused.headers
+    scrape = httpx.get(f"{faces.server.url}/metrics", headers=_bearer(expired), timeout=REQUEST_SECONDS)
+    assert scrape.status_code == 401 and says in scrape.json()["error"]["message"]
+    url = f"{faces.server.url}/{faces.dataset}"
+    for protocol in ("smart", "simple"):
+        pulled = run_cli("pull", url, "--protocol", protocol, "--token", expired, workspace=tmp_path / protocol)
+        assert pulled.returncode == 3 and says in pulled.stderr and "Traceback" not in pulled.stderr, pulled.stderr
+
+
+def test_a_token_with_an_expiry_works_until_then_and_its_cookie_ends_with_it(faces: Faces, tmp_path: Path) -> None:
+    lasting = faces.tokens["lasting"]
+    assert faces.rest(lasting).status_code == 200 and faces.sharing(lasting).status_code == 200
+    assert faces.web_view(lasting).status_code == 200
+    scrape = httpx.get(f"{faces.server.url}/metrics", headers=_bearer(lasting), timeout=REQUEST_SECONDS)
+    assert scrape.status_code == 200
+    summary(run_cli("pull", f"{faces.server.url}/{faces.dataset}", "--token", lasting, "--json", workspace=tmp_path))
+    signed_in = _sign_in(faces, lasting)
+    assert signed_in.status_code == 303
+    cookie = signed_in.headers["set-cookie"]
+    max_age = int(cookie.split("Max-Age=")[1].split(";")[0])
+    assert 3500 < max_age <= 3600 and "expires=" in cookie.lower(), cookie
+
+
+def test_token_profile_expires_writes_a_profile_the_delta_sharing_client_loads(faces: Faces, tmp_path: Path) -> None:
+    assert faces.tokens_file is not None
+    path = tmp_path / "p.share"
+    written = run_cli(
+        "token", "profile", "carol", "--tokens", str(faces.tokens_file), "--url", faces.server.url,
+        "--read", "*", "--expires", "2h", "-o", str(path),
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    expiration = orjson.loads(path.read_bytes())["expirationTime"]
+    stored = [e for e in orjson.loads(faces.tokens_file.read_bytes())["tokens"] if e["subject"] == "carol"]
+    assert [e["expires"] for e in stored] == [expiration]
+    left = calendar.timegm(time.strptime(expiration, "%Y-%m-%dT%H:%M:%SZ")) - time.time()
+    assert 7100 < left <= 7200, expiration
+    frame = delta_sharing.load_as_pandas(f"{path}#smart-transfer.datasets.{faces.dataset}")
+    assert len(frame) == 5
+    gone = tmp_path / "gone.share"  # the same client, once the profile's time has passed
+    gone.write_bytes(orjson.dumps({**orjson.loads(path.read_bytes()), "bearerToken": faces.tokens["expired"]}))
+    with pytest.raises(HTTPError) as refused:
+        delta_sharing.load_as_pandas(f"{gone}#smart-transfer.datasets.{faces.dataset}")
+    assert refused.value.response is not None and refused.value.response.status_code == 401
+    assert f"this token expired at {EXPIRED_AT}" in refused.value.response.json()["message"]
+
+
+def test_a_following_peer_ends_and_is_unlisted_when_its_token_expires(faces: Faces, tmp_path: Path) -> None:
+    assert faces.tokens_file is not None
+    url, announce = f"{faces.server.url}/{faces.dataset}", f"http://127.0.0.1:{free_port()}"
+    refused = run_cli("pull", url, "--announce", announce, "--token", faces.tokens["expired"], workspace=tmp_path / "x")
+    assert refused.returncode == 3 and f"expired at {EXPIRED_AT}" in refused.stderr, refused.stderr
+    ends = math.ceil(time.time()) + 5  # long enough for the first pull, on a loaded machine too
+    soon = with_expiry(faces.tokens_file, "soon", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ends)), "*")
+    command = [*CLI, "pull", url, "--follow", "--announce", announce, "--token", soon, "--json"]
+    follower = subprocess.run(
+        [*command, "--workspace", str(tmp_path / "f")], capture_output=True, text=True, timeout=30, check=False
+    )  # the server ends the session at its first keep-alive after the token's time
+    assert follower.returncode == 3 and "this token expired at" in follower.stderr, follower.stderr
+    assert time.time() >= ends and orjson.loads(follower.stdout.splitlines()[0])["objects_transferred"] >= 0
+    scrape = httpx.get(f"{faces.server.url}/metrics", headers=_bearer(faces.tokens["writer"]), timeout=REQUEST_SECONDS)
+    assert "smart_transfer_peer_announcements_total 1.0" in scrape.text  # it was listed ...
+    listed = summary(run_cli("pull", url, "--token", faces.tokens["writer"], "--json", workspace=tmp_path / "w"))
+    assert listed["peers_listed"] == 0  # ... until its token expired, not for the listing's time-to-live

@@ -28,13 +28,14 @@ def test_token_list_shows_subjects_and_grants_never_secrets(tmp_path: Path) -> N
     secrets = [token(tokens, "alice", "--read", "*"), token(tokens, "bob", "--write", "sales-*", "--read", "x")]
     secrets.append(token(tokens, "bob", "--read", "y"))
     listed = token_cli("list", "--tokens", str(tokens), "--json")
+    never = {"expires": None, "expired": False}
     assert orjson.loads(listed.stdout) == [
-        {"subject": "alice", "read": ["*"], "write": []},
-        {"subject": "bob", "read": ["x"], "write": ["sales-*"]},
-        {"subject": "bob", "read": ["y"], "write": []},
+        {"subject": "alice", "read": ["*"], "write": [], **never},
+        {"subject": "bob", "read": ["x"], "write": ["sales-*"], **never},
+        {"subject": "bob", "read": ["y"], "write": [], **never},
     ]
     text = token_cli("list", "--tokens", str(tokens)).stdout
-    assert text.splitlines()[0] == "alice  read=*  write=-"
+    assert text.splitlines()[0] == "alice  read=*  write=-  expires=never"
     stored = orjson.loads(tokens.read_bytes())["tokens"]
     for output in (listed.stdout, text):
         assert not any(s in output for s in secrets) and not any(e["sha256"] in output for e in stored)
@@ -49,6 +50,32 @@ def test_token_list_shows_subjects_and_grants_never_secrets(tmp_path: Path) -> N
     one_line_error(token_cli("list", "--tokens", str(tmp_path / "none.json")), 1, "no tokens file at")
     (tmp_path / "bad.json").write_text("{not json")
     one_line_error(token_cli("revoke", "x", "--tokens", str(tmp_path / "bad.json")), 1, "is malformed")
+
+
+def test_token_expires_is_checked_stored_and_listed(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    add, profile = ["add", "--subject", "a", "--read", "*"], ["profile", "a", "--url", "http://h", "--read", "*"]
+    for command, bad, says in (
+        (add, "2020-01-01", "'2020-01-01' is not in the future (2020-01-01T00:00:00Z is not after now)"),
+        (add, "0", "is not in the future"),
+        (add, "soon", "not a duration or an ISO-8601 time: 'soon'"),
+        (profile, "2030-02-30", "not a duration or an ISO-8601 time"),
+    ):
+        one_line_error(token_cli(*command, "--tokens", str(tokens), "--expires", bad), 2, says)
+    assert not tokens.exists()
+    token(tokens, "later", "--read", "*", "--expires", "2030-01-31T13:00:00+01:00")
+    document = orjson.loads(tokens.read_bytes())
+    document["tokens"].append({"subject": "gone", "sha256": "0" * 64, "expires": "2020-01-01T00:00:00Z"})
+    tokens.write_bytes(orjson.dumps(document))
+    assert token_cli("list", "--tokens", str(tokens)).stdout.splitlines() == [
+        "later  read=*  write=-  expires=2030-01-31T12:00:00Z",
+        "gone  read=-  write=-  expires=2020-01-01T00:00:00Z (expired)",
+    ]
+    listed = orjson.loads(token_cli("list", "--tokens", str(tokens), "--json").stdout)
+    assert [(row["expires"], row["expired"]) for row in listed] == [
+        ("2030-01-31T12:00:00Z", False),
+        ("2020-01-01T00:00:00Z", True),
+    ]
 
 
 def test_a_running_server_follows_its_tokens_file(server_factory: Any, tmp_path: Path) -> None:
@@ -100,6 +127,10 @@ MALFORMED = {
     "number subject": ({"subject": 7, "sha256": SHA, "read": ["x"]}, "entry 0: subject: must be a string"),
     "short sha256": ({"subject": "reader", "sha256": SHA[:32], "read": ["x"]}, "entry 0 (subject 'reader'): sha256:"),
     "missing field": ({"subject": "reader", "read": ["x"]}, "entry 0 (subject 'reader'): sha256: missing"),
+    "local expiry": (
+        {"subject": "reader", "sha256": SHA, "expires": "2030-01-31 12:00"},
+        "entry 0 (subject 'reader'): expires:",
+    ),
 }
 
 
@@ -196,7 +227,7 @@ def test_token_profile_to_a_full_device_adds_no_token(device: str, tmp_path: Pat
     one_line_error(result, 1, f"cannot write {device}: No space left on device")
     assert tokens.read_bytes() == before
     listed = orjson.loads(token_cli("list", "--tokens", str(tokens), "--json").stdout)
-    assert listed == [{"subject": "keep", "read": ["x"], "write": []}]
+    assert listed == [{"subject": "keep", "read": ["x"], "write": [], "expires": None, "expired": False}]
 
 
 def test_token_profile_takes_back_the_profile_it_wrote_when_the_token_cannot_be_added(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from smart_transfer.server.auth import (
     AuthError,
     Authorizer,
     Grant,
+    TokenExpired,
     add_token,
     hash_token,
     load_grants,
@@ -98,6 +100,10 @@ MALFORMED: dict[str, tuple[bytes, str]] = {
     "NaN": (b'{"tokens": [], "n": NaN}', "NaN is not JSON"),
     "truncated": (b'{"tokens": [', "is malformed: Expecting value"),
     "empty file": (b"", "is malformed: Expecting value"),
+    "expires with an offset": (_doc(expires="2030-01-31T12:00:00+00:00"), "expires: must be a UTC time to the second"),
+    "expires a date only": (_doc(expires="2030-01-31"), "expires: must be a UTC time to the second"),
+    "expires on a day that does not exist": (_doc(expires="2030-02-30T00:00:00Z"), "expires: must be a UTC time"),
+    "expires a number": (_doc(expires=1893456000), "entry 0 (subject 'reader'): expires: must be a string"),
     "nested too deeply": (b'{"tokens": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
 }
 
@@ -143,6 +149,22 @@ def test_a_well_formed_file_is_read_exactly_as_written(tmp_path: Path) -> None:
         Grant("alice", SHA, ("*",), ("sales-*", "x?")),
         Grant("bob", OTHER_SHA, (), ()),
     ]
+
+
+def test_an_expired_token_is_refused_saying_when_and_one_not_yet_expired_is_admitted(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    add_token(tokens, "never", ["*"], [])
+    later = add_token(tokens, "later", ["*"], [], expires=datetime.now(UTC) + timedelta(hours=1))
+    document = json.loads(tokens.read_bytes())
+    assert "expires" not in document["tokens"][0] and document["tokens"][1]["expires"].endswith("Z")
+    document["tokens"].append({"subject": "gone", "sha256": SHA, "read": ["*"], "expires": "2020-01-01T00:00:00Z"})
+    tokens.write_bytes(json.dumps(document).encode())
+    authorizer = Authorizer.from_file(tokens)
+    grant = authorizer.check(f"Bearer {later}", "x", Access.READ)
+    assert grant is not None and grant.expires_at is not None and 3500 < (grant.seconds_left() or 0) <= 3600
+    with pytest.raises(TokenExpired, match=r"^this token expired at 2020-01-01T00:00:00Z$") as refused:
+        authorizer.check("Bearer st_secret", "x", Access.READ)
+    assert refused.value.status == 401
 
 
 def test_token_add_refuses_a_subject_or_pattern_the_file_could_not_hold(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from smart_transfer.cli.commands.common import (
     Commands,
@@ -18,13 +19,14 @@ from smart_transfer.cli.commands.common import (
 )
 from smart_transfer.cli.declared import add_bounded, add_settings, settings_from
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
-from smart_transfer.config.units import duration
+from smart_transfer.config.units import EXPIRY_FORMAT, duration, expiry
 from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from smart_transfer.repo.gc import GcReport
+    from smart_transfer.server.auth import Grant
     from smart_transfer.storage import ObjectStore
 
 
@@ -43,6 +45,27 @@ def run_serve(args: argparse.Namespace) -> int:
     return serve_until_stopped(lambda: serve(settings))
 
 
+def expires_at(text: str) -> datetime:
+    """An argparse type: when a new token stops working (``30d``, ``12h``, ``90m`` from now, or an ISO-8601
+    time; UTC unless it says otherwise), refused as a usage error when it is malformed or not in the future."""
+    try:
+        return expiry(text, datetime.now(UTC))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _token_row(grant: Grant) -> dict[str, Any]:
+    """One token as ``token list`` shows it: never its secret or hash."""
+    expires = grant.expires_at
+    return {
+        "subject": grant.subject,
+        "read": list(grant.read),
+        "write": list(grant.write),
+        "expires": expires.strftime(EXPIRY_FORMAT) if expires else None,
+        "expired": expires is not None and expires <= datetime.now(UTC),
+    }
+
+
 def run_token_add(args: argparse.Namespace) -> int:
     from smart_transfer.server.auth import add_token
     from smart_transfer.server.tokens_file import TokensFileError
@@ -50,7 +73,7 @@ def run_token_add(args: argparse.Namespace) -> int:
     if not args.read and not args.write:
         raise CliError("give at least one --read or --write pattern", EXIT_USAGE)
     try:
-        print(add_token(Path(args.tokens), args.subject, args.read, args.write))
+        print(add_token(Path(args.tokens), args.subject, args.read, args.write, expires=args.expires))
     except TokensFileError as exc:
         raise CliError(str(exc)) from None
     return 0
@@ -68,15 +91,17 @@ def run_token_profile(args: argparse.Namespace) -> int:
     if not args.read:
         raise CliError("give at least one --read pattern", EXIT_USAGE)
     try:
-        profile = sharing_profile(args.url, new_token())
+        expiration = args.expires.strftime(EXPIRY_FORMAT) if args.expires else None
+        profile = sharing_profile(args.url, new_token(), expiration)
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     tokens = Path(args.tokens)
     try:
         check_tokens_file(tokens)  # a file no token can be added to is refused before the profile is written
-        new_entry(args.subject, hash_token(profile["bearerToken"]), args.read, [])  # and an entry it would refuse
+        secret = profile["bearerToken"]
+        new_entry(args.subject, hash_token(secret), args.read, [], args.expires)  # and an entry it would refuse
         with output_written(args.output, profile_bytes(profile), mode=0o600):
-            add_token(tokens, args.subject, args.read, [], profile["bearerToken"])
+            add_token(tokens, args.subject, args.read, [], secret, args.expires)
     except TokensFileError as exc:
         raise CliError(str(exc)) from None
     if args.output != "-":
@@ -92,12 +117,15 @@ def run_token_list(args: argparse.Namespace) -> int:
         grants = load_grants(Path(args.tokens))
     except TokensFileError as exc:
         raise CliError(str(exc)) from None
-    rows = [{"subject": g.subject, "read": list(g.read), "write": list(g.write)} for g in grants]
+    rows = [_token_row(grant) for grant in grants]
     print_rows(
         rows,
         args.json,
         f"no tokens in {args.tokens}",
-        lambda row: f"{row['subject']}  read={','.join(row['read']) or '-'}  write={','.join(row['write']) or '-'}",
+        lambda row: (
+            f"{row['subject']}  read={','.join(row['read']) or '-'}  write={','.join(row['write']) or '-'}"
+            f"  expires={row['expires'] or 'never'}{' (expired)' if row['expired'] else ''}"
+        ),
     )
     return 0
 
@@ -205,6 +233,7 @@ def _register_token(commands: Commands) -> None:
             metavar="PATTERN",
             help=f"dataset-name pattern this token may {text}; repeatable; * and ? match",
         )
+    _add_expires(token_add)
     token_add.set_defaults(handler=run_token_add)
     _register_profile(actions)
     token_list = add_parser(
@@ -229,6 +258,16 @@ def _register_token(commands: Commands) -> None:
         parser.set_defaults(handler=handler)
 
 
+def _add_expires(parser: argparse.ArgumentParser, note: str = "") -> None:
+    parser.add_argument(
+        "--expires",
+        type=expires_at,
+        metavar="WHEN",
+        help=f"when the token stops working{note}: a time from now (30d, 12h, 90m) or an ISO-8601 date or time "
+        "(UTC unless it gives an offset); default: never",
+    )
+
+
 def _register_profile(actions: Commands) -> None:
     profile = add_parser(
         actions,
@@ -246,6 +285,7 @@ def _register_profile(actions: Commands) -> None:
         "--read", action="append", default=[], metavar="PATTERN", help="dataset-name pattern; repeatable"
     )
     profile.add_argument("--output", "-o", default="-", metavar="FILE", help="profile file (default: standard output)")
+    _add_expires(profile, " (the profile's expirationTime)")
     profile.set_defaults(handler=run_token_profile)
 
 

@@ -1,6 +1,6 @@
 """The Delta Sharing profile file a user hands to a client: the server's sharing endpoint, a bearer
-token of the tokens file, and the token's expiry when it has one (tokens of this server do not expire,
-so the field is left out unless given)."""
+token of the tokens file, and the token's expiry when it has one (``token profile --expires``; a token
+without one never expires, and the field is left out)."""
 
 from __future__ import annotations
 

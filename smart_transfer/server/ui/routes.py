@@ -202,11 +202,11 @@ def _sign_in_routes(router: APIRouter, state: ServerState) -> None:
             return error_page(request, 403, "sign-in is accepted only from this server's own page", visitor)
         token = await _form_token(request)
         try:
-            check_token(state.authorizer, token.strip())
+            grant = check_token(state.authorizer, token.strip())
         except AuthError as exc:
             return page(request, "signin.html", exc.status, visitor=visitor, problem=str(exc))
         response = RedirectResponse(UI_PREFIX, status_code=303, headers=SECURITY_HEADERS)
-        keep_token(response, request, token.strip())
+        keep_token(response, request, token.strip(), grant)
         return response
 
     @router.post("/signout")

@@ -1,6 +1,6 @@
 """Who is looking at a page: the token from the sign-in cookie, checked against the tokens file on every
-request (so a revoked token's cookie stops working as soon as the server reloads the file), and what
-that visitor may read."""
+request (so a revoked or expired token's cookie stops working as soon as the server reloads the file or the
+token's time passes), and what that visitor may read."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Request, Response
 
-from smart_transfer.server.auth import Access, AuthError, Authorizer, Grant
+from smart_transfer.server.auth import Access, AuthError, Authorizer, Grant, TokenExpired
 
 #: The cookie holding a signed-in visitor's token (HttpOnly: no script reads it).
 COOKIE = "smart_transfer_token"
@@ -55,6 +55,8 @@ def visitor_of(request: Request, authorizer: Authorizer) -> Visitor:
         return Visitor(None, open_server=False)
     try:
         grant = authorizer.subject(authorization)
+    except TokenExpired as exc:
+        return Visitor(None, open_server=False, signed_out_because=f"{exc}: sign in again")
     except AuthError:
         return Visitor(None, open_server=False, signed_out_because="your token is no longer valid: sign in again")
     return Visitor(grant, open_server=False)
@@ -70,12 +72,17 @@ def check_token(authorizer: Authorizer, token: str) -> Grant:
     return grant
 
 
-def keep_token(response: Response, request: Request, token: str) -> None:
-    """Set the sign-in cookie: HttpOnly, SameSite=Strict, Secure over https, for this browser session
-    (tokens do not expire; a revoked one stops working at the next request)."""
+def keep_token(response: Response, request: Request, token: str, grant: Grant) -> None:
+    """Set the sign-in cookie: HttpOnly, SameSite=Strict, Secure over https, for this browser session or,
+    for a token with an expiry, until then (Max-Age and Expires: the browser drops it when the token ends;
+    the server refuses it anyway, and a revoked one from the next request)."""
+    left = grant.seconds_left()
+    lifetime = None if left is None else int(left)
     response.set_cookie(
         COOKIE,
         token,
+        max_age=lifetime,
+        expires=lifetime,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",

@@ -264,7 +264,7 @@ def test_bad_input_gets_the_protocols_error_and_changes_nothing(sharing: Sharing
             "INVALID_PARAMETER_VALUE",
         )
         _error(http.get(f"{table}/changes", params={"startingVersion": 9}), 400, "INVALID_PARAMETER_VALUE")
-        for size in (0, -1, 10**9, "x"):
+        for size in (-1, 10**9, "x"):  # 0 is allowed: test_max_results_zero_and_strict_fields_follow_the_protocol
             _error(http.get(f"{base}", params={"maxResults": size}), 400, "INVALID_PARAMETER_VALUE")
         for token_text in ("garbage!", "c3QxOnNoYXJlczp4"):  # not base64; a token of another listing
             _error(
@@ -346,6 +346,34 @@ def test_timestamps_name_the_versions_committed_by_then(sharing: Sharing, tmp_pa
     assert list(since["offset"]) == list(range(9, 15)) and set(since["_commit_version"]) == {3}
     assert list(since["_commit_timestamp"]) == [stamps[3]] * 6
 
+    # the protocol's rules: a snapshot at a time after the last version is the latest; a version or the
+    # changes starting before version 0 start at 0, and after the last version are a 400; the first
+    # format the protocol wrote (no zone: UTC, one-digit month and day) and any zone name the same time
+    future, past = "9999-12-31T23:59:59Z", "2000-01-01 00:00:00"
+    assert len(delta_sharing.load_as_pandas(url, timestamp=future)) == 15
+    assert delta_sharing.get_table_version(url, starting_timestamp=past) == 0
+    assert len(delta_sharing.load_table_changes_as_pandas(url, starting_timestamp=past)) == 15
+    ended = delta_sharing.load_table_changes_as_pandas(url, starting_version=2, ending_timestamp=future)
+    assert set(ended["_commit_version"]) == {2, 3}
+    moment = dt.datetime.fromtimestamp(stamps[2] / 1000, dt.UTC)
+    plain = f"{moment.year}-{moment.month}-{moment.day} {moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"
+    zoned = moment.astimezone(dt.timezone(dt.timedelta(hours=-5, minutes=-30))).isoformat(timespec="milliseconds")
+    for text in (plain, zoned):
+        assert delta_sharing.get_table_version(url, starting_timestamp=text) == 2
+        assert len(delta_sharing.load_as_pandas(url, timestamp=text)) == 9
+    table_path = f"{sharing.server.url}/delta-sharing/shares/{SHARE}/schemas/{SCHEMA}/tables/{name}"
+    auth = {"Authorization": f"Bearer {sharing.writer}"}
+    with httpx.Client(headers=auth) as http:
+        for params in ({"startingTimestamp": future}, {"startingVersion": 1, "endingTimestamp": past}):
+            answer = http.get(f"{table_path}/changes", params=params)
+            _error(answer, 400, "INVALID_PARAMETER_VALUE")
+            assert "version" in answer.json()["message"]
+        _error(http.get(f"{table_path}/version", params={"startingTimestamp": future}), 400, "INVALID_PARAMETER_VALUE")
+        for text in ("2024-01-01", "2024-02-30 00:00:00", "2024-01-01T00:00Z", "yesterday", "٢٠٢٤-01-01 00:00:00"):
+            answer = http.post(f"{table_path}/query", json={"timestamp": text})
+            _error(answer, 400, "INVALID_PARAMETER_VALUE")
+            assert "not a timestamp" in answer.json()["message"]
+
 
 def test_token_profile_refuses_bad_input_and_changes_nothing(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
@@ -360,3 +388,102 @@ def test_token_profile_refuses_bad_input_and_changes_nothing(tmp_path: Path) -> 
     profile = orjson.loads(printed.stdout)
     assert profile["endpoint"] == "https://h.example/delta-sharing" and profile["bearerToken"].startswith("st_")
     assert [entry["read"] for entry in orjson.loads(tokens.read_bytes())["tokens"]] == [["s*"]]
+
+
+@dataclass
+class Cased:
+    """Two datasets whose names differ only by case (3 and 4 rows, one slice each), and two profiles:
+    one reading both, one reading the upper-case one only."""
+
+    prefix: str
+    upper: str
+    lower: str
+    both: Path
+    narrow: Path
+
+
+@pytest.fixture(scope="module")
+def cased(sharing: Sharing, tmp_path_factory: pytest.TempPathFactory) -> Cased:
+    root = tmp_path_factory.mktemp("cased")
+    prefix = f"case{secrets.token_hex(3)}"
+    upper, lower = f"{prefix}-Sales.eu", f"{prefix}-sales.eu"
+    for name, rows in ((upper, 3), (lower, 4)):
+        add_typed(root / "a", name, root / "in", [rows])
+        sharing.push(root / "a", name)
+    both = sharing.profile(root, "both", f"{prefix}-*")
+    return Cased(prefix, upper, lower, both, sharing.profile(root, "narrow", f"{prefix}-S*"))
+
+
+def test_names_match_without_regard_to_case(sharing: Sharing, cased: Cased) -> None:
+    prefix, upper, both, narrow = cased.prefix, cased.upper, cased.both, cased.narrow
+    shouted = f"{SHARE.upper()}.Datasets.{prefix.upper()}-SALES__EU"
+
+    # the grant decides which dataset a name means: the one spelled so, else the one readable, never one
+    # the token may not read
+    narrow_frame = delta_sharing.load_as_pandas(f"{narrow}#{shouted}")
+    pd.testing.assert_frame_equal(narrow_frame, delta_sharing.load_as_pandas(table_url(both, upper)))
+    assert len(narrow_frame) == 3
+    assert len(delta_sharing.load_as_pandas(f"{narrow}#{SHARE}.{SCHEMA}.{prefix}-sales__eu")) == 3
+    assert delta_sharing.get_table_version(f"{narrow}#{shouted}") == 1
+    assert len(delta_sharing.load_as_pandas(table_url(both, cased.lower))) == 4  # spelled exactly: that one
+    with pytest.raises(HTTPError) as caught:  # two readable tables, neither spelled so
+        delta_sharing.load_as_pandas(f"{both}#{shouted}")
+    assert caught.value.response is not None and caught.value.response.status_code == 404
+    assert "differ only by case" in caught.value.response.json()["message"]
+    assert [t.name for t in delta_sharing.SharingClient(narrow).list_all_tables()] == [f"{prefix}-Sales__eu"]
+
+    base = f"{sharing.server.url}/delta-sharing/shares"
+    narrow_token = orjson.loads(narrow.read_bytes())["bearerToken"]
+    with httpx.Client(headers={"Authorization": f"Bearer {narrow_token}"}) as http:
+        _error(
+            http.get(f"{base}/{SHARE}/schemas/{SCHEMA}/tables/{prefix.upper()}-NOPE/version"), 403, "PERMISSION_DENIED"
+        )
+        assert http.get(f"{base}/SMART-Transfer").json() == {"share": {"name": SHARE}}  # answers: the canonical name
+        assert http.get(f"{base}/Smart-Transfer/schemas").json()["items"] == [{"name": SCHEMA, "share": SHARE}]
+        metadata = http.get(f"{base}/smart-TRANSFER/schemas/DATASETS/tables/{prefix}-SALES.eu/metadata")
+        assert metadata.status_code == 200, metadata.text
+        assert orjson.loads(metadata.text.splitlines()[1])["metaData"]["name"] == upper
+
+
+def test_max_results_zero_and_strict_fields_follow_the_protocol(sharing: Sharing, cased: Cased) -> None:
+    auth = {"Authorization": f"Bearer {sharing.writer}"}
+    base = f"{sharing.server.url}/delta-sharing/shares"
+    table = f"{base}/{SHARE}/schemas/{SCHEMA}/tables/{cased.lower}"
+    with httpx.Client(headers=auth) as http:
+        for listing in (base, f"{base}/{SHARE}/schemas", f"{base}/{SHARE}/all-tables"):
+            empty = http.get(listing, params={"maxResults": 0})
+            assert empty.status_code == 200 and empty.json()["items"] == [], empty.text
+            resumed = http.get(listing, params={"maxResults": 1000, "pageToken": empty.json()["nextPageToken"]})
+            assert resumed.json()["items"] == http.get(listing).json()["items"] != []
+            for size in (-1, 1001, 1.5, "x", "true"):
+                _error(http.get(listing, params={"maxResults": size}), 400, "INVALID_PARAMETER_VALUE")
+        wrong: list[dict[str, Any]] = [
+            {"version": True},
+            {"version": "1"},
+            {"version": 1.0},
+            {"version": 2**63},
+            {"limitHint": "5"},
+            {"limitHint": False},
+            {"limitHint": 2**31},
+            {"predicateHints": "x"},
+            {"predicateHints": [1]},
+            {"jsonPredicateHints": {"op": "and"}},
+            {"timestamp": 5},
+            {"timestamp": ["2024-01-01T00:00:00Z"]},
+            {"startingVersion": "1"},
+            {"startingVersion": True},
+            {"startingVersion": 1, "endingVersion": "2"},
+            {"startingVersion": 1, "endingVersion": 2.0},
+        ]
+        for fields in wrong:
+            answer = http.post(f"{table}/query", json=fields)
+            _error(answer, 400, "INVALID_PARAMETER_VALUE")
+            assert next(iter(fields if len(fields) == 1 else ["endingVersion"])) in answer.json()["message"]
+        for params in (
+            {"startingVersion": "x"},
+            {"startingVersion": 1.5},
+            {"startingVersion": 1, "endingVersion": "y"},
+        ):
+            _error(http.get(f"{table}/changes", params=params), 400, "INVALID_PARAMETER_VALUE")
+        good = http.post(f"{table}/query", json={"startingVersion": 0, "endingVersion": 1, "limitHint": 1})
+        assert good.status_code == 200 and len(good.text.splitlines()) == 3

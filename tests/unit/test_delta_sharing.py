@@ -19,7 +19,7 @@ from smart_transfer.reading.output import open_output
 from smart_transfer.repo import Repository
 from smart_transfer.server.delta_sharing.errors import SharingError
 from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
-from smart_transfer.server.delta_sharing.naming import dataset_name, table_name
+from smart_transfer.server.delta_sharing.naming import dataset_name, dataset_of_table, is_share, table_name
 from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
 from smart_transfer.server.delta_sharing.responses import MAX_RESULTS, page
 from smart_transfer.server.delta_sharing.spark_schema import (
@@ -27,7 +27,7 @@ from smart_transfer.server.delta_sharing.spark_schema import (
     schema_of_arrow,
     spark_type_of_ddl,
 )
-from smart_transfer.server.delta_sharing.tables import Tables, TableVersion
+from smart_transfer.server.delta_sharing.tables import Tables, TableVersion, parse_timestamp
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.storage.base import MAX_URL_TTL_SECONDS
 from smart_transfer.storage.local import LocalStore
@@ -38,6 +38,46 @@ def test_every_dataset_name_has_one_loadable_table_name(name: str) -> None:
     table = table_name(name)
     assert "." not in table  # the client splits profile#share.schema.table on "."
     assert dataset_name(table) == name
+
+
+def test_names_match_without_regard_to_ascii_case() -> None:
+    datasets = ["Sales.eu", "sales.eu", "Orders"]
+    assert dataset_of_table("sales__eu", datasets) == "sales.eu"  # spelled so: that one
+    assert dataset_of_table("ORDERS", datasets) == "Orders"
+    assert dataset_of_table("ORDERS", ["Orders-x"]) is None
+    with pytest.raises(SharingError, match="differ only by case"):
+        dataset_of_table("SALES__EU", datasets)
+    assert "\u212aey".lower() == "key" and dataset_of_table("\u212aey", ["key"]) is None  # the Kelvin sign
+    assert is_share("Smart-TRANSFER") and not is_share("smart_transfer")
+
+
+@pytest.mark.parametrize(
+    ("text", "millis"),
+    [
+        ("2022-01-01T00:00:00Z", 1640995200000),
+        ("2022-1-1 00:00:00", 1640995200000),
+        ("2022-01-01 01:30:00.5+01:30", 1640995200500),
+        ("2022-01-01t00:00:00.123456789z", 1640995200123),
+        ("9999-12-31T23:59:59.999999Z", 253402300799999),
+    ],
+)
+def test_timestamps_in_the_protocols_formats(text: str, millis: int) -> None:
+    assert parse_timestamp(text) == millis
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2022-01-01",
+        "2022-01-01T00:00Z",
+        "2022-02-30 00:00:00",
+        "0001-01-01T00:00:00+01:00",
+        "2022-01-01T00:00:00+01:75",
+    ],
+)
+def test_what_is_no_timestamp_is_refused(text: str) -> None:
+    with pytest.raises(SharingError, match="not a timestamp"):
+        parse_timestamp(text)
 
 
 @pytest.mark.parametrize(
@@ -155,9 +195,12 @@ def test_pages_resume_after_their_token_and_refuse_bad_ones() -> None:
     second, token2 = page("tables", names, 2, token)
     third, last = page("tables", names, 2, token2)
     assert (first, second, third, last) == (["t0", "t1"], ["t2", "t3"], ["t4"], "")
-    for size in (0, MAX_RESULTS + 1):
+    for size in (-1, MAX_RESULTS + 1):
         with pytest.raises(SharingError):
             page("tables", names, size, None)
+    none, resume = page("tables", names, 0, token)  # 0: no items, and the token of the page not given
+    assert none == [] and page("tables", names, 2, resume) == (["t2", "t3"], token2)
+    assert page("tables", names, 0, None)[1] != "" and page("tables", [], 0, None) == ([], "")
     for bad in ("%%%", token.replace("=", "") + "x", page("shares", ["s", "t"], 1, None)[1]):
         with pytest.raises(SharingError):
             page("tables", names, 2, bad)

@@ -1,8 +1,10 @@
 """The body of a Delta Sharing query, read and checked here rather than by FastAPI, so each fault gets the
 protocol's words: a body that is not UTF-8, not JSON, or JSON that is not an object is 400
 ``MALFORMED_REQUEST``; an object whose fields have the wrong type or range is 400
-``INVALID_PARAMETER_VALUE`` (``{"version": true}``, ``{"version": "1"}``: types are strict, as the protocol
-defines them); an empty body is the query with no field."""
+``INVALID_PARAMETER_VALUE`` (``{"version": true}``, ``{"version": "1"}``, ``{"limitHint": "5"}``,
+``{"predicateHints": "x"}``, ``{"timestamp": 5}``: types are strict, as the protocol defines them: a
+boolean or a string is no number, a number no string, and an integer fits the protocol's Int32 or Long);
+an empty body is the query with no field."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from smart_transfer.server.delta_sharing.errors import MALFORMED_REQUEST, Sharin
 
 #: Most bytes of a query body read (the largest valid one, 100 SQL hints and a 64 KiB JSON hint, is smaller).
 MAX_QUERY_BODY_BYTES = 1024 * 1024
+#: The protocol's integer types: ``limitHint`` is an Int32, versions are Longs.
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
 
 
 class QueryRequest(BaseModel):
@@ -25,11 +30,11 @@ class QueryRequest(BaseModel):
 
     predicateHints: list[str] | None = Field(default=None, max_length=100)  # noqa: N815 - the protocol's names
     jsonPredicateHints: str | None = Field(default=None, max_length=65536)  # noqa: N815
-    limitHint: int | None = Field(default=None, ge=0)  # noqa: N815
-    version: int | None = Field(default=None, ge=0)
+    limitHint: int | None = Field(default=None, ge=0, le=INT32_MAX)  # noqa: N815
+    version: int | None = Field(default=None, ge=0, le=LONG_MAX)
     timestamp: str | None = Field(default=None, max_length=64)
-    startingVersion: int | None = Field(default=None, ge=0)  # noqa: N815
-    endingVersion: int | None = Field(default=None, ge=0)  # noqa: N815
+    startingVersion: int | None = Field(default=None, ge=0, le=LONG_MAX)  # noqa: N815
+    endingVersion: int | None = Field(default=None, ge=0, le=LONG_MAX)  # noqa: N815
 
 
 #: The route's documented request body (the route reads it itself: see ``query_body``).

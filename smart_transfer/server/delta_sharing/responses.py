@@ -110,15 +110,18 @@ def _after(listing: str, token: str | None) -> str | None:
 
 
 def page(listing: str, names: Sequence[str], max_results: int | None, token: str | None) -> tuple[list[str], str]:
-    """One page of sorted ``names``: those after the token's, at most ``max_results``; and the next token
-    ('' when this page is the last)."""
-    if max_results is not None and not 1 <= max_results <= MAX_RESULTS:
-        raise invalid(f"maxResults must be 1..{MAX_RESULTS}")
-    size = max_results or MAX_RESULTS
+    """One page of sorted ``names``: those after the token's, at most ``max_results`` (0: none, as the
+    protocol allows, with the token of the page it did not give when there are names left); and the next
+    token ('' when no names are left)."""
+    if max_results is not None and not 0 <= max_results <= MAX_RESULTS:
+        raise invalid(f"maxResults must be 0..{MAX_RESULTS}")
+    size = MAX_RESULTS if max_results is None else max_results
     after = _after(listing, token)
     remaining = [name for name in sorted(names) if after is None or name > after]
     chosen = remaining[:size]
-    return chosen, page_token(listing, chosen[-1]) if len(remaining) > size else ""
+    if len(remaining) <= size:
+        return chosen, ""
+    return chosen, page_token(listing, chosen[-1] if chosen else after or "")
 
 
 def listing_body(items: list[dict[str, Any]], next_token: str) -> dict[str, Any]:

@@ -6,12 +6,13 @@ this server."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 
-from smart_transfer.model import InvalidDatasetName, ObjectKind, ObjectRef
+from smart_transfer.model import ObjectKind, ObjectRef
 from smart_transfer.server.auth import Access, Grant
 from smart_transfer.server.delta_sharing.docs import (
     GetShareResponse,
@@ -24,7 +25,7 @@ from smart_transfer.server.delta_sharing.docs import (
 from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
 from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, dataset_name, is_schema, is_share, table_name
-from smart_transfer.server.delta_sharing.query import QUERY_BODY_DOCUMENT, QueryRequest, query_body
+from smart_transfer.server.delta_sharing.query import LONG_MAX, QUERY_BODY_DOCUMENT, QueryRequest, query_body
 from smart_transfer.server.delta_sharing.responses import (
     MAX_RESULTS,
     SignedFile,
@@ -37,22 +38,28 @@ from smart_transfer.server.delta_sharing.responses import (
     version_answer,
 )
 from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
-from smart_transfer.server.guard import Asking, admitted
+from smart_transfer.server.guard import Asking, admitted, authenticate
 from smart_transfer.server.rest_common import client_of, server_state
 from smart_transfer.server.state import ServerState
 
 NAME = Annotated[str, Path(max_length=256)]
 MaxResults = Annotated[
-    int | None, Query(alias="maxResults", description=f"items per page, 1..{MAX_RESULTS} (default {MAX_RESULTS})")
+    int | None,
+    Query(
+        alias="maxResults",
+        description=f"items per page, 0..{MAX_RESULTS} (default {MAX_RESULTS}; 0: no items, a nextPageToken)",
+    ),
 ]
 PageToken = Annotated[str | None, Query(alias="pageToken", max_length=512, description="a nextPageToken")]
 
 
 class Caller:
-    """Who asks (their grant; None when the server is anonymous) and the server's state."""
+    """Who asks (their grant; None when the server is anonymous, and what they sent to say so) and the
+    server's state."""
 
-    def __init__(self, state: ServerState, grant: Grant | None, tables: Tables) -> None:
+    def __init__(self, state: ServerState, asking: Asking, grant: Grant | None, tables: Tables) -> None:
         self.state = state
+        self.asking = asking
         self.grant = grant
         self.tables = tables
 
@@ -62,16 +69,20 @@ class Caller:
     def readable(self) -> list[str]:
         return [name for name in self.tables.dataset_names() if self.may_read(name)]
 
+    def refuse_unless_readable(self, dataset: str) -> None:
+        """The guard's 403 (server/guard.py ``authenticate``) when the grant does not cover ``dataset``."""
+        authenticate(self.state, replace(self.asking, dataset=dataset, access=Access.READ))
+
 
 def caller(request: Request) -> Iterator[Caller]:
     """Every route passes the server's one guard (server/guard.py): not draining, a known bearer token
-    (401), a read grant on the table's dataset when the path names a table (403), one request slot (429)."""
-    table = request.path_params.get("table")
-    dataset = dataset_name(table) if table is not None else None
-    asking = Asking(request.headers.get("authorization"), client_of(request), dataset, Access.READ)
+    (401), one request slot (429). The read grant (403) is checked on the dataset a table name resolves to,
+    in ``_table``: names match without regard to case, so only the datasets the token may read decide
+    which one a name means."""
+    asking = Asking(request.headers.get("authorization"), client_of(request))
     state = server_state(request)
     with admitted(state, asking) as admission:
-        yield Caller(state, admission.grant, request.app.state.sharing_tables)
+        yield Caller(state, asking, admission.grant, request.app.state.sharing_tables)
 
 
 Who = Annotated[Caller, Depends(caller)]
@@ -93,10 +104,11 @@ def _schema(share: str, schema: str) -> None:
 
 def _table(who: Caller, share: str, schema: str, table: str) -> TableHistory:
     _schema(share, schema)
-    try:  # the guard checked the grant
-        return who.tables.history(dataset_name(table))
-    except InvalidDatasetName:
-        raise not_found(f"no table {table[:100]!r}") from None
+    history = who.tables.table(table, who.may_read)
+    if history is None:
+        who.refuse_unless_readable(dataset_name(table))  # 403: the grant does not cover the name as spelled
+        raise not_found(f"no table {table[:100]!r}")
+    return history
 
 
 def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
@@ -305,9 +317,9 @@ def table_changes(
     share: NAME,
     schema: NAME,
     table: NAME,
-    starting_version: Annotated[int | None, Query(alias="startingVersion", ge=0)] = None,
+    starting_version: Annotated[int | None, Query(alias="startingVersion", ge=0, le=LONG_MAX)] = None,
     starting_timestamp: Annotated[str | None, Query(alias="startingTimestamp", max_length=64)] = None,
-    ending_version: Annotated[int | None, Query(alias="endingVersion", ge=0)] = None,
+    ending_version: Annotated[int | None, Query(alias="endingVersion", ge=0, le=LONG_MAX)] = None,
     ending_timestamp: Annotated[str | None, Query(alias="endingTimestamp", max_length=64)] = None,
     include_historical_metadata: Annotated[bool, Query(alias="includeHistoricalMetadata")] = False,
 ) -> Response:

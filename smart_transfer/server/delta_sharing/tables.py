@@ -5,17 +5,29 @@ push during a request does not change its answer."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-from smart_transfer.model import AddData, DataSlice, Multihash, ObjectKind, ObjectRef, SetDataSchema, decode_block
+from smart_transfer.model import (
+    AddData,
+    DataSlice,
+    InvalidDatasetName,
+    Multihash,
+    ObjectKind,
+    ObjectRef,
+    SetDataSchema,
+    decode_block,
+)
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.delta_sharing.errors import invalid, not_found
 from smart_transfer.server.delta_sharing.footer import NotParquet, footer_schema
+from smart_transfer.server.delta_sharing.naming import dataset_name, dataset_of_table
 from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_arrow, schema_of_fields
 
 #: Histories (one per dataset, for its current head) and slice schemas kept in memory.
@@ -37,15 +49,47 @@ def _millis(system_time: str) -> int:
     return int(datetime.fromisoformat(system_time).timestamp() * 1000)
 
 
+#: The protocol's timestamp: ISO 8601 in UTC (``2022-01-01T00:00:00Z``), or, as its first versions wrote
+#: it, ``yyyy-[m]m-[d]d hh:mm:ss[.f...]``; a zone other than UTC is honoured, no zone is UTC.
+TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{1,2})-(\d{1,2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?",
+    re.IGNORECASE | re.ASCII,
+)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _zone(text: str | None) -> tzinfo:
+    if text is None or text.upper() == "Z":
+        return UTC
+    hours, minutes = int(text[1:3]), int(text[-2:])
+    if minutes >= 60:
+        raise ValueError(text)
+    sign = -1 if text[0] == "-" else 1
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))
+
+
+def _utc(timestamp_ms: int) -> str:
+    """A time as the protocol writes it, for messages."""
+    moment = EPOCH + timedelta(milliseconds=timestamp_ms)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def parse_timestamp(text: str) -> int:
-    """A request's timestamp (ISO 8601 / RFC 3339, or ``yyyy-mm-dd hh:mm:ss[.f]``; no zone: UTC) in ms."""
+    """A request's timestamp (``TIMESTAMP``) in ms since the epoch (400 INVALID_PARAMETER_VALUE when it
+    is not one: a date alone, words, a day or hour that does not exist)."""
+    match = TIMESTAMP.fullmatch(text.strip())
     try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+        if match is None:
+            raise ValueError(text)
+        year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+        micros = int((match[7] or "0")[:6].ljust(6, "0"))
+        moment = datetime(year, month, day, hour, minute, second, micros, tzinfo=_zone(match[8]))
+        moment = moment.astimezone(UTC)  # a UTC time too (for messages), or OverflowError
+    except (ValueError, OverflowError):
         raise invalid(f"not a timestamp: {text[:100]!r} (e.g. 2026-01-31T12:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return (moment - EPOCH) // timedelta(milliseconds=1)  # exact: a float would round up to the next day
 
 
 @dataclass(frozen=True)
@@ -72,18 +116,22 @@ class TableHistory:
         return version
 
     def version_at(self, timestamp_ms: int) -> int:
-        """The latest version committed at or before the time (a snapshot's version)."""
+        """The latest version committed at or before the time (a snapshot's version, the end of changes):
+        the latest for a time after it; 400 for a time before version 0, when the table did not exist."""
         found = [v.version for v in self.versions if v.timestamp_ms <= timestamp_ms]
         if not found:
-            raise invalid(f"{self.dataset} has no version at or before that time")
+            first = self.versions[0].timestamp_ms
+            raise invalid(f"{_utc(timestamp_ms)} is before {self.dataset}'s first version (0, at {_utc(first)})")
         return found[-1]
 
     def version_from(self, timestamp_ms: int) -> int:
-        """The first version committed at or after the time (where changes start)."""
+        """The first version committed at or after the time (a table version's ``startingTimestamp``, the
+        start of changes): version 0 for a time before it; 400 for a time after the latest version."""
         for entry in self.versions:
             if entry.timestamp_ms >= timestamp_ms:
                 return entry.version
-        raise invalid(f"{self.dataset} has no version at or after that time (latest: {self.latest})")
+        last = self.versions[-1].timestamp_ms
+        raise invalid(f"{_utc(timestamp_ms)} is after {self.dataset}'s latest version ({self.latest}, at {_utc(last)})")
 
     def files(self, first: int, last: int) -> list[TableVersion]:
         """The versions ``first..last`` that added a slice, in chain order."""
@@ -135,12 +183,33 @@ class Tables:
         return [str(name) for name in self.repository.dataset_names()]
 
     def history(self, name: str) -> TableHistory:
-        """The history of dataset ``name`` at its current head (404 when it is no table: no schema
-        recorded and no slice, a first slice that is not Parquet, a type Spark's JSON cannot name)."""
-        dataset = self.repository.dataset(name)
+        """The history of dataset ``name`` at its current head (404 when it is no table: no head, no
+        schema recorded and no slice, a first slice that is not Parquet, a type Spark's JSON cannot name)."""
+        cached = self._current(name)
+        if cached is None:
+            raise not_found(f"no table for dataset {name}")
+        return self._as_table(cached)
+
+    def table(self, table: str, may_read: Callable[[str], bool]) -> TableHistory | None:
+        """The history of the table a reader names (``naming.dataset_of_table`` over the datasets it
+        may read), or None when the name matches none of them. The dataset spelled so is tried first, so
+        a name as listed costs no listing of the store."""
+        spelled = dataset_name(table)
+        found = self._current(spelled) if may_read(spelled) else None
+        if found is None:
+            match = dataset_of_table(table, (name for name in self.dataset_names() if may_read(name)))
+            found = self._current(match) if match is not None else None
+        return self._as_table(found) if found is not None else None
+
+    def _current(self, name: str) -> TableHistory | None:
+        """The dataset's history at its current head (None: no such dataset, or no valid name)."""
+        try:
+            dataset = self.repository.dataset(name)
+        except InvalidDatasetName:
+            return None
         head = dataset.head()
         if head is None:
-            raise not_found(f"no table for dataset {name}")
+            return None
         with self._lock:
             cached = self._histories.get(name)
         if cached is None or cached.head != str(head):
@@ -150,10 +219,13 @@ class Tables:
                 self._histories.move_to_end(name)
                 while len(self._histories) > MAX_CACHED_TABLES:
                     self._histories.popitem(last=False)
-        if not cached.is_table:
-            raise not_found(f"dataset {name} has neither a schema nor data yet")
-        self.schema(cached, cached.latest)  # or 404: no schema Delta Sharing can name
         return cached
+
+    def _as_table(self, history: TableHistory) -> TableHistory:
+        if not history.is_table:
+            raise not_found(f"dataset {history.dataset} has neither a schema nor data yet")
+        self.schema(history, history.latest)  # or 404: no schema Delta Sharing can name
+        return history
 
     def schema(self, history: TableHistory, version: int) -> dict[str, Any]:
         """The StructType of the table at ``version``: recorded, else the first slice's footer (404 when

@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
-.PHONY: install node-deps chromium serve docs docs-serve test test-faults test-unit lint typecheck specs demo bench loadtest s3-start s3-stop clean
+.PHONY: install node-deps chromium system-packages serve docs docs-serve test test-faults test-unit lint typecheck specs demo bench loadtest s3-start s3-stop clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,14 @@ node-deps: $(NODE_DEPS)
 chromium:
 	bash scripts/chromium-local.sh
 
+# Every Debian package the tests use (Chromium, nginx, Ceph), each installed once by its own script. One
+# target, so that `make -j` runs these apt-get calls one after another (dpkg allows one at a time) while
+# pip and npm install beside them, and no test worker ever installs a package.
+system-packages:
+	bash scripts/chromium-local.sh
+	bash scripts/nginx-local.sh install
+	bash scripts/s3-local.sh install
+
 # Regenerate asyncapi/ and openapi/ from the code (a test fails when they drift).
 specs: install
 	$(BIN)/python scripts/specs.py
@@ -56,13 +64,13 @@ docs-serve: install
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 # Starts the local S3 server (installing Ceph RGW if missing), runs every test, stops S3 even on failure.
-test: install node-deps chromium
+test: install node-deps system-packages
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
 
 # The long fault runs: clients killed at many random points, server killed mid-push, S3 outage and S3 paused
 # (SIGSTOP) mid-transfer, racing pushers, replicas behind nginx (long pushes, SIGTERM of a replica), and the
 # CLI fuzzer's larger profile (SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES per command, 40 by default).
-test-faults: install node-deps
+test-faults: install node-deps system-packages
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -m faults tests/faults tests/integration/test_cli_fuzz.py $(PYTEST_ARGS)
 
 test-unit: install

@@ -2,6 +2,7 @@
 # A throwaway, single-node Ceph RADOS Gateway bound to 127.0.0.1: a real S3 server for tests and
 # benchmarks (never a mock: it checks presigned signatures, expiry, methods and Content-MD5).
 #
+#   scripts/s3-local.sh install          install the Ceph packages (Debian) if missing, and nothing else
 #   scripts/s3-local.sh start DIR PORT   install if missing, start, create user + bucket, print env
 #   scripts/s3-local.sh env   DIR PORT   print the environment variables of that instance (incl. the
 #                                        standard AWS_ENDPOINT_URL, and s5cmd's S3_ENDPOINT_URL, so serve,
@@ -27,7 +28,7 @@ START_TIMEOUT="${S3_LOCAL_START_TIMEOUT:-60}"
 PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
 
 die() { echo "s3-local: $*" >&2; exit 1; }
-usage() { echo "usage: $0 start DIR PORT | env DIR PORT | stop DIR | stop-gateway DIR | start-gateway DIR" >&2; exit 2; }
+usage() { echo "usage: $0 install | start DIR PORT | env DIR PORT | stop DIR | stop-gateway DIR | start-gateway DIR" >&2; exit 2; }
 
 install_if_missing() {
   if command -v radosgw >/dev/null && command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null \
@@ -206,6 +207,7 @@ start_gateway() {
 
 cmd="${1:-}"
 case "$cmd" in
+  install) [ $# -eq 1 ] || usage; install_if_missing ;;
   start) [ $# -eq 3 ] || usage; start "$2" "$3" ;;
   env)   [ $# -eq 3 ] || usage; print_env "$3" ;;
   stop)  [ $# -eq 2 ] || [ $# -eq 3 ] || usage; stop "$2" ;;

@@ -13,21 +13,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from smart_transfer.config import SettingError
-from smart_transfer.model import DataField, DataSlice, Multihash, OffsetInterval, SetDataSchema, SetInfo
+from smart_transfer.model import DataField, SetDataSchema, SetInfo
 from smart_transfer.model.names import DATASET_NAME_PATTERN
 from smart_transfer.reading.output import open_output
 from smart_transfer.repo import Repository
+from smart_transfer.repo.footer import sql_type
+from smart_transfer.repo.footer_stats import ColumnStats, SliceStats
 from smart_transfer.server.delta_sharing.errors import SharingError
-from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
+from smart_transfer.server.delta_sharing.hints import json_predicate, prune, sql_predicate
 from smart_transfer.server.delta_sharing.naming import dataset_name, table_name
 from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
 from smart_transfer.server.delta_sharing.responses import MAX_RESULTS, page
 from smart_transfer.server.delta_sharing.spark_schema import (
     UnsupportedSchema,
-    schema_of_arrow,
+    schema_of_fields,
     spark_type_of_ddl,
 )
-from smart_transfer.server.delta_sharing.tables import Tables, TableVersion
+from smart_transfer.server.delta_sharing.tables import Tables
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.storage.base import MAX_URL_TTL_SECONDS
 from smart_transfer.storage.local import LocalStore
@@ -101,18 +103,21 @@ def test_parquet_footer_types_become_spark_json_types() -> None:
             pa.field("attrs", pa.map_(pa.string(), pa.int32())),
         ]
     )
-    fields = schema_of_arrow(list(schema))["fields"]
+    fields = schema_of_fields([DataField(f.name, sql_type(f.type), f.nullable) for f in schema])["fields"]
     assert [(f["name"], f["nullable"]) for f in fields][:2] == [("offset", False), ("at", True)]
     assert [f["type"] for f in fields[1:4]] == ["timestamp", "timestamp_ntz", "decimal(12,2)"]
     assert fields[4]["type"]["elementType"] == "string"
     assert fields[5]["type"]["keyType"] == "string" and fields[5]["type"]["valueType"] == "integer"
 
 
-def _files(*spans: tuple[int, int]) -> list[TableVersion]:
-    digest = Multihash.parse("f1220" + "ab" * 32)
+def _files(*spans: tuple[int, int]) -> list[SliceStats]:
+    """Slices whose ``offset`` spans ``spans`` and whose ``color`` is unknown."""
     return [
-        TableVersion(i + 1, 0, DataSlice(digest, 10, OffsetInterval(start, end), end - start + 1), None)
-        for i, (start, end) in enumerate(spans)
+        SliceStats(
+            end - start + 1,
+            {"offset": ColumnStats("int", start, end, 0), "color": ColumnStats("string", None, None, None)},
+        )
+        for start, end in spans
     ]
 
 
@@ -123,29 +128,55 @@ def _leaf(op: str, column: str, value: str) -> dict[str, object]:
     }
 
 
-def test_offset_predicates_and_limits_prune_files() -> None:
+def _kept(files: list[SliceStats], predicate: object, limit: int | None = None) -> list[int]:
+    test = json_predicate(orjson.dumps(predicate).decode()) if predicate is not None else None
+    return [i + 1 for i in prune(list(range(len(files))), files, test, limit)]
+
+
+def test_predicates_on_footer_statistics_and_limits_prune_files() -> None:
     files = _files((0, 9), (10, 19), (20, 29), (30, 39))
     between = {
         "op": "and",
         "children": [_leaf("greaterThan", "offset", "12"), _leaf("lessThanOrEqual", "offset", "25")],
     }
-    kept = prune(files, json_predicate_intervals(orjson.dumps(between).decode()), None)
-    assert [f.version for f in kept] == [2, 3]
+    assert _kept(files, between) == [2, 3]
     either = {"op": "or", "children": [_leaf("equal", "offset", "5"), _leaf("greaterThanOrEqual", "offset", "38")]}
-    assert [f.version for f in prune(files, json_predicate_intervals(orjson.dumps(either).decode()), None)] == [1, 4]
-    other = _leaf("equal", "amount", "5")  # a column the server cannot prune by: every file stays
-    assert len(prune(files, json_predicate_intervals(orjson.dumps(other).decode()), None)) == 4
-    assert [f.version for f in prune(files, sql_predicate_intervals(["offset >= 30", "color = 'red'"]), None)] == [4]
-    assert [f.version for f in prune(files, json_predicate_intervals(None), 11)] == [1, 2]
-    assert prune(files, json_predicate_intervals(None), 0) == []
-    # the rows a limit counts are those the predicate may keep: 8 rows of slice 2, then slice 3
-    assert [f.version for f in prune(files, json_predicate_intervals(orjson.dumps(between).decode()), 9)] == [2, 3]
+    assert _kept(files, either) == [1, 4]
+    assert _kept(files, _leaf("equal", "amount", "5")) == [1, 2, 3, 4]  # no statistics: every file stays
+    assert _kept(files, {"op": "not", "children": [_leaf("equal", "offset", "5")]}) == [1, 2, 3, 4]
+    flipped = {"op": "lessThan", "children": [{"op": "literal", "value": "35"}, {"op": "column", "name": "OFFSET"}]}
+    assert _kept(files, flipped) == [4]  # 35 < offset, the name matched without regard to case
+    sql = sql_predicate(["offset >= 30", "color = 'red'", "offset <> 3"])
+    assert [i + 1 for i in prune(list(range(4)), files, sql, None)] == [4]
+    assert _kept(files, None, 11) == [1, 2] and _kept(files, None, 0) == []
+    assert _kept(files, between, 1) == [2, 3]  # with a predicate, a limit keeps every file that may match
+
+
+def test_float_bounds_never_skip_a_file_for_nan() -> None:
+    files = [SliceStats(3, {"x": ColumnStats("float", 1.0, 2.0, 0)})]
+    assert _kept(
+        files,
+        {
+            "op": "greaterThan",
+            "children": [{"op": "column", "name": "x"}, {"op": "literal", "value": "5", "valueType": "double"}],
+        },
+    ) == [1]
+    assert (
+        _kept(
+            files,
+            {
+                "op": "lessThan",
+                "children": [{"op": "column", "name": "x"}, {"op": "literal", "value": "0.5", "valueType": "double"}],
+            },
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("text", ["{", '{"op": 3}', '{"op": "and", "children": []}', '{"op": "equal"}', "[]"])
 def test_malformed_json_predicates_are_refused(text: str) -> None:
     with pytest.raises(SharingError) as caught:
-        json_predicate_intervals(text)
+        json_predicate(text)
     assert caught.value.status == 400 and caught.value.code == "INVALID_PARAMETER_VALUE"
 
 

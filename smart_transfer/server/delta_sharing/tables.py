@@ -11,16 +11,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from smart_transfer.model import AddData, DataSlice, Multihash, ObjectKind, ObjectRef, SetDataSchema, decode_block
+from smart_transfer.model import AddData, DataSlice, Multihash, SetDataSchema, decode_block
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.footer import NotParquet, UnnamedType, slice_fields, slice_footer
+from smart_transfer.repo.footer_stats import SliceStats, footer_stats
 from smart_transfer.server.delta_sharing.errors import invalid, not_found
-from smart_transfer.server.delta_sharing.footer import NotParquet, footer_schema
-from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_arrow, schema_of_fields
+from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_fields
 
-#: Histories (one per dataset, for its current head) and slice schemas kept in memory.
+#: Histories (one per dataset, for its current head), slice schemas and slice statistics kept in memory
+#: (statistics: a few hundred bytes per slice, read once from its footer, by its hash).
 MAX_CACHED_TABLES = 256
 MAX_CACHED_FOOTERS = 1024
+MAX_CACHED_STATS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,8 @@ class Tables:
         self._histories: OrderedDict[str, TableHistory] = OrderedDict()
         #: A slice's schema, or why it has none (by physical hash: the same bytes, the same answer).
         self._footers: OrderedDict[str, dict[str, Any] | str] = OrderedDict()
+        #: A slice's statistics, by physical hash.
+        self._stats: OrderedDict[str, SliceStats] = OrderedDict()
         self._lock = threading.Lock()
 
     def dataset_names(self) -> list[str]:
@@ -173,13 +178,10 @@ class Tables:
         with self._lock:
             cached = self._footers.get(key)
         if cached is None:
-            ref = ObjectRef(ObjectKind.DATA, first.physical_hash, first.size)
             dataset = self.repository.dataset(history.dataset)
             try:
-                cached = schema_of_arrow(
-                    list(footer_schema(self.repository.store, dataset.object_key(ref), first.size))
-                )
-            except (NotParquet, UnsupportedSchema) as exc:
+                cached = schema_of_fields(slice_fields(dataset, first))
+            except (NotParquet, UnnamedType, UnsupportedSchema) as exc:
                 cached = str(exc)  # remembered too: listings do not read a non-Parquet slice again
             with self._lock:
                 self._footers[key] = cached
@@ -188,3 +190,26 @@ class Tables:
         if isinstance(cached, str):
             raise NotParquet(cached)
         return cached
+
+    def stats(self, history: TableHistory, entries: list[TableVersion]) -> list[SliceStats]:
+        """Each file's statistics: from its footer (two ranged reads) the first time, then by its hash;
+        a slice that is not Parquet has its chain's row count and no column bounds."""
+        dataset = self.repository.dataset(history.dataset)
+        found = []
+        for entry in entries:
+            piece = entry.data
+            assert piece is not None
+            key = str(piece.physical_hash)
+            with self._lock:
+                known = self._stats.get(key)
+            if known is None:
+                try:
+                    known = footer_stats(slice_footer(dataset, piece))
+                except NotParquet:
+                    known = SliceStats(piece.num_records, {})
+                with self._lock:
+                    self._stats[key] = known
+                    while len(self._stats) > MAX_CACHED_STATS:
+                        self._stats.popitem(last=False)
+            found.append(known)
+        return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +25,9 @@ from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, 
 MAX_CACHED_TABLES = 256
 MAX_CACHED_FOOTERS = 1024
 MAX_CACHED_STATS = 20_000
+#: Footers read in parallel when a query meets slices whose statistics are not cached yet (a footer read
+#: on S3 is two round trips: the latency of a remote store, not CPU, is what the parallel reads hide).
+FOOTER_READS_AT_ONCE = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,24 +196,31 @@ class Tables:
         return cached
 
     def stats(self, history: TableHistory, entries: list[TableVersion]) -> list[SliceStats]:
-        """Each file's statistics: from its footer (two ranged reads) the first time, then by its hash;
-        a slice that is not Parquet has its chain's row count and no column bounds."""
-        dataset = self.repository.dataset(history.dataset)
-        found = []
-        for entry in entries:
-            piece = entry.data
-            assert piece is not None
-            key = str(piece.physical_hash)
+        """Each file's statistics: from its footer (two ranged reads) the first time, FOOTER_READS_AT_ONCE
+        slices at a time, then by its hash; a slice that is not Parquet has its chain's row count and no
+        column bounds."""
+        pieces = [entry.data for entry in entries if entry.data is not None]
+        with self._lock:
+            known = {
+                str(p.physical_hash): self._stats[str(p.physical_hash)]
+                for p in pieces
+                if str(p.physical_hash) in self._stats
+            }
+        missing = list({str(p.physical_hash): p for p in pieces if str(p.physical_hash) not in known}.values())
+        if missing:
+            dataset = self.repository.dataset(history.dataset)
+            with ThreadPoolExecutor(min(FOOTER_READS_AT_ONCE, len(missing))) as pool:
+                read = list(pool.map(lambda piece: _slice_stats(dataset, piece), missing))
             with self._lock:
-                known = self._stats.get(key)
-            if known is None:
-                try:
-                    known = footer_stats(slice_footer(dataset, piece))
-                except NotParquet:
-                    known = SliceStats(piece.num_records, {})
-                with self._lock:
-                    self._stats[key] = known
-                    while len(self._stats) > MAX_CACHED_STATS:
-                        self._stats.popitem(last=False)
-            found.append(known)
-        return found
+                for piece, stats in zip(missing, read, strict=True):
+                    known[str(piece.physical_hash)] = self._stats[str(piece.physical_hash)] = stats
+                while len(self._stats) > MAX_CACHED_STATS:
+                    self._stats.popitem(last=False)
+        return [known[str(piece.physical_hash)] for piece in pieces]
+
+
+def _slice_stats(dataset: DatasetRepository, piece: DataSlice) -> SliceStats:
+    try:
+        return footer_stats(slice_footer(dataset, piece))
+    except NotParquet:
+        return SliceStats(piece.num_records, {})

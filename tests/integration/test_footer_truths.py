@@ -240,5 +240,19 @@ def test_hints_on_any_column_skip_files_never_rows(
     hinted_rows = delta_sharing.load_as_pandas(url, jsonPredicateHints=hint)
     assert len(everything) == len(rows) and len(hinted_rows) <= len(everything)
     assert {r for r in hinted_rows["row"] if r in wanted} == {r for r in everything["row"] if r in wanted} == wanted
+    if predicate["op"] in _COMPARE and predicate["children"][0]["name"] == "id":  # no nulls: bounds are exact
+        op, literal = predicate["op"], int(predicate["children"][1]["value"])
+        reachable = {
+            start
+            for start, table in zip(starts, tables, strict=True)
+            if any(_COMPARE[op](bound, literal) for bound in _candidates(table.column("id").to_pylist(), op, literal))
+        }
+        assert kept == reachable  # as tight as the bounds allow: every file they exclude is skipped
     if (slices, predicate) == _PRUNING:
         assert kept == {2}  # only the slice whose ids reach above 15 (the example that must skip)
+
+
+def _candidates(ids: list[int], op: str, literal: int) -> list[int]:
+    """The values in [min, max] of ``ids`` that decide whether some value there satisfies ``op literal``."""
+    low, high = min(ids), max(ids)
+    return [low, high] + ([literal] if low <= literal <= high and op == "equal" else [])

@@ -236,3 +236,61 @@ def test_the_sharing_url_lifetime_is_bounded_by_the_stores_longest() -> None:
     assert ServerSettings(sharing_url_ttl_seconds=MAX_URL_TTL_SECONDS).sharing_url_ttl == MAX_URL_TTL_SECONDS
     with pytest.raises(SettingError, match=r"--sharing-url-ttl must be 1\.\.604800 seconds"):
         ServerSettings(sharing_url_ttl_seconds=10**9)
+
+
+def _compare(op: str, column: str, value: str, value_type: str) -> dict[str, object]:
+    literal = {"op": "literal", "value": value, "valueType": value_type}
+    return {"op": op, "children": [{"op": "column", "name": column, "valueType": value_type}, literal]}
+
+
+def test_footer_statistics_are_safe_bounds_in_the_delta_shape(tmp_path: Path) -> None:
+    import datetime as dt
+    import decimal
+
+    import pyarrow.parquet as pq
+
+    from smart_transfer.repo.footer import file_footer
+    from smart_transfer.repo.footer_stats import MAX_STRING_BOUND, footer_stats
+
+    long_text = "z" * (MAX_STRING_BOUND + 1)
+    table = pa.table(
+        {
+            "n": pa.array([3, None, -2], pa.int32()),
+            "amount": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-0.50"), None], pa.decimal128(6, 2)),
+            "word": ["b", long_text, None],
+            "day": pa.array([dt.date(1900, 1, 1), dt.date(9999, 12, 31), None]),
+            "at": pa.array([1_500_001, -1, None], pa.timestamp("ns", tz="UTC")),
+            "flag": [True, False, None],
+            "blob": pa.array([b"x", b"y", None]),
+            "tags": [["a"], None, []],
+        }
+    )
+    path = tmp_path / "s.parquet"
+    pq.write_table(table, path, row_group_size=2)  # two row groups: bounds combine
+    stats = footer_stats(file_footer(path))
+    delta = orjson.loads(orjson.dumps(stats.to_delta()))
+    assert delta["numRecords"] == 3 and set(delta["nullCount"]) == {"n", "amount", "word", "day", "at"}
+    assert (delta["minValues"]["n"], delta["maxValues"]["n"], delta["nullCount"]["n"]) == (-2, 3, 1)
+    assert (delta["minValues"]["amount"], delta["maxValues"]["amount"]) == (-0.5, 1.25)
+    assert delta["minValues"]["word"] == "b" and "word" not in delta["maxValues"]  # too long to say: left out
+    assert (delta["minValues"]["day"], delta["maxValues"]["day"]) == ("1900-01-01", "9999-12-31")
+    # -1 ns and 1.500001 ms, rounded outwards to the millisecond
+    assert (delta["minValues"]["at"], delta["maxValues"]["at"]) == (
+        "1969-12-31T23:59:59.999Z",
+        "1970-01-01T00:00:00.002Z",
+    )
+    kept = [
+        _kept([stats], _compare("greaterThan", "amount", "1.25", "decimal")),
+        _kept([stats], _compare("lessThan", "day", "1900-01-02", "date")),
+        _kept([stats], _compare("greaterThan", "at", "1970-01-01T00:00:00.001Z", "timestamp")),
+        _kept([stats], _compare("greaterThan", "at", "1970-01-01T00:00:00.003", "timestamp")),  # zone-less: kept
+        _kept([stats], _compare("greaterThan", "word", "zz", "string")),  # no maximum: kept
+        _kept([stats], _compare("lessThan", "word", "a", "string")),
+        _kept([stats], _compare("equal", "n", "x", "long")),  # not a number: kept
+        _kept([stats], _compare("equal", "flag", "true", "bool")),  # booleans have no statistics: kept
+        _kept([stats], {"op": "isNull", "children": [{"op": "column", "name": "n"}]}),
+    ]
+    assert kept == [[], [1], [1], [1], [1], [], [1], [1], [1]]
+    assert [i for i in prune([1], [stats], sql_predicate(["day < date '1900-01-01'"]), None)] == []
+    assert [i for i in prune([1], [stats], sql_predicate(["`n` >= 4"]), None)] == []
+    assert [i for i in prune([1], [stats], sql_predicate(["n = '3'"]), None)] == [1]  # a string against a number

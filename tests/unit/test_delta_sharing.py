@@ -13,21 +13,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from smart_transfer.config import SettingError
-from smart_transfer.model import DataField, DataSlice, Multihash, OffsetInterval, SetDataSchema, SetInfo
+from smart_transfer.model import DataField, SetDataSchema, SetInfo
 from smart_transfer.model.names import DATASET_NAME_PATTERN
 from smart_transfer.reading.output import open_output
 from smart_transfer.repo import Repository
+from smart_transfer.repo.footer import sql_type
+from smart_transfer.repo.footer_stats import ColumnStats, SliceStats
 from smart_transfer.server.delta_sharing.errors import SharingError
-from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
+from smart_transfer.server.delta_sharing.hints import json_predicate, prune, sql_predicate
 from smart_transfer.server.delta_sharing.naming import dataset_name, dataset_of_table, is_share, table_name
 from smart_transfer.server.delta_sharing.profile import profile_bytes, sharing_profile
 from smart_transfer.server.delta_sharing.responses import MAX_RESULTS, page
 from smart_transfer.server.delta_sharing.spark_schema import (
     UnsupportedSchema,
-    schema_of_arrow,
+    schema_of_fields,
     spark_type_of_ddl,
 )
-from smart_transfer.server.delta_sharing.tables import Tables, TableVersion, parse_timestamp
+from smart_transfer.server.delta_sharing.tables import Tables, parse_timestamp
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.storage.base import MAX_URL_TTL_SECONDS
 from smart_transfer.storage.local import LocalStore
@@ -141,18 +143,21 @@ def test_parquet_footer_types_become_spark_json_types() -> None:
             pa.field("attrs", pa.map_(pa.string(), pa.int32())),
         ]
     )
-    fields = schema_of_arrow(list(schema))["fields"]
+    fields = schema_of_fields([DataField(f.name, sql_type(f.type), f.nullable) for f in schema])["fields"]
     assert [(f["name"], f["nullable"]) for f in fields][:2] == [("offset", False), ("at", True)]
     assert [f["type"] for f in fields[1:4]] == ["timestamp", "timestamp_ntz", "decimal(12,2)"]
     assert fields[4]["type"]["elementType"] == "string"
     assert fields[5]["type"]["keyType"] == "string" and fields[5]["type"]["valueType"] == "integer"
 
 
-def _files(*spans: tuple[int, int]) -> list[TableVersion]:
-    digest = Multihash.parse("f1220" + "ab" * 32)
+def _files(*spans: tuple[int, int]) -> list[SliceStats]:
+    """Slices whose ``offset`` spans ``spans`` and whose ``color`` is unknown."""
     return [
-        TableVersion(i + 1, 0, DataSlice(digest, 10, OffsetInterval(start, end), end - start + 1), None)
-        for i, (start, end) in enumerate(spans)
+        SliceStats(
+            end - start + 1,
+            {"offset": ColumnStats("int", start, end, 0), "color": ColumnStats("string", None, None, None)},
+        )
+        for start, end in spans
     ]
 
 
@@ -163,29 +168,55 @@ def _leaf(op: str, column: str, value: str) -> dict[str, object]:
     }
 
 
-def test_offset_predicates_and_limits_prune_files() -> None:
+def _kept(files: list[SliceStats], predicate: object, limit: int | None = None) -> list[int]:
+    test = json_predicate(orjson.dumps(predicate).decode()) if predicate is not None else None
+    return [i + 1 for i in prune(list(range(len(files))), files, test, limit)]
+
+
+def test_predicates_on_footer_statistics_and_limits_prune_files() -> None:
     files = _files((0, 9), (10, 19), (20, 29), (30, 39))
     between = {
         "op": "and",
         "children": [_leaf("greaterThan", "offset", "12"), _leaf("lessThanOrEqual", "offset", "25")],
     }
-    kept = prune(files, json_predicate_intervals(orjson.dumps(between).decode()), None)
-    assert [f.version for f in kept] == [2, 3]
+    assert _kept(files, between) == [2, 3]
     either = {"op": "or", "children": [_leaf("equal", "offset", "5"), _leaf("greaterThanOrEqual", "offset", "38")]}
-    assert [f.version for f in prune(files, json_predicate_intervals(orjson.dumps(either).decode()), None)] == [1, 4]
-    other = _leaf("equal", "amount", "5")  # a column the server cannot prune by: every file stays
-    assert len(prune(files, json_predicate_intervals(orjson.dumps(other).decode()), None)) == 4
-    assert [f.version for f in prune(files, sql_predicate_intervals(["offset >= 30", "color = 'red'"]), None)] == [4]
-    assert [f.version for f in prune(files, json_predicate_intervals(None), 11)] == [1, 2]
-    assert prune(files, json_predicate_intervals(None), 0) == []
-    # the rows a limit counts are those the predicate may keep: 8 rows of slice 2, then slice 3
-    assert [f.version for f in prune(files, json_predicate_intervals(orjson.dumps(between).decode()), 9)] == [2, 3]
+    assert _kept(files, either) == [1, 4]
+    assert _kept(files, _leaf("equal", "amount", "5")) == [1, 2, 3, 4]  # no statistics: every file stays
+    assert _kept(files, {"op": "not", "children": [_leaf("equal", "offset", "5")]}) == [1, 2, 3, 4]
+    flipped = {"op": "lessThan", "children": [{"op": "literal", "value": "35"}, {"op": "column", "name": "OFFSET"}]}
+    assert _kept(files, flipped) == [4]  # 35 < offset, the name matched without regard to case
+    sql = sql_predicate(["offset >= 30", "color = 'red'", "offset <> 3"])
+    assert [i + 1 for i in prune(list(range(4)), files, sql, None)] == [4]
+    assert _kept(files, None, 11) == [1, 2] and _kept(files, None, 0) == []
+    assert _kept(files, between, 1) == [2, 3]  # with a predicate, a limit keeps every file that may match
+
+
+def test_float_bounds_never_skip_a_file_for_nan() -> None:
+    files = [SliceStats(3, {"x": ColumnStats("float", 1.0, 2.0, 0)})]
+    assert _kept(
+        files,
+        {
+            "op": "greaterThan",
+            "children": [{"op": "column", "name": "x"}, {"op": "literal", "value": "5", "valueType": "double"}],
+        },
+    ) == [1]
+    assert (
+        _kept(
+            files,
+            {
+                "op": "lessThan",
+                "children": [{"op": "column", "name": "x"}, {"op": "literal", "value": "0.5", "valueType": "double"}],
+            },
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("text", ["{", '{"op": 3}', '{"op": "and", "children": []}', '{"op": "equal"}', "[]"])
 def test_malformed_json_predicates_are_refused(text: str) -> None:
     with pytest.raises(SharingError) as caught:
-        json_predicate_intervals(text)
+        json_predicate(text)
     assert caught.value.status == 400 and caught.value.code == "INVALID_PARAMETER_VALUE"
 
 
@@ -248,3 +279,61 @@ def test_the_sharing_url_lifetime_is_bounded_by_the_stores_longest() -> None:
     assert ServerSettings(sharing_url_ttl_seconds=MAX_URL_TTL_SECONDS).sharing_url_ttl == MAX_URL_TTL_SECONDS
     with pytest.raises(SettingError, match=r"--sharing-url-ttl must be 1\.\.604800 seconds"):
         ServerSettings(sharing_url_ttl_seconds=10**9)
+
+
+def _compare(op: str, column: str, value: str, value_type: str) -> dict[str, object]:
+    literal = {"op": "literal", "value": value, "valueType": value_type}
+    return {"op": op, "children": [{"op": "column", "name": column, "valueType": value_type}, literal]}
+
+
+def test_footer_statistics_are_safe_bounds_in_the_delta_shape(tmp_path: Path) -> None:
+    import datetime as dt
+    import decimal
+
+    import pyarrow.parquet as pq
+
+    from smart_transfer.repo.footer import file_footer
+    from smart_transfer.repo.footer_stats import MAX_STRING_BOUND, footer_stats
+
+    long_text = "z" * (MAX_STRING_BOUND + 1)
+    table = pa.table(
+        {
+            "n": pa.array([3, None, -2], pa.int32()),
+            "amount": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-0.50"), None], pa.decimal128(6, 2)),
+            "word": ["b", long_text, None],
+            "day": pa.array([dt.date(1900, 1, 1), dt.date(9999, 12, 31), None]),
+            "at": pa.array([1_500_001, -1, None], pa.timestamp("ns", tz="UTC")),
+            "flag": [True, False, None],
+            "blob": pa.array([b"x", b"y", None]),
+            "tags": [["a"], None, []],
+        }
+    )
+    path = tmp_path / "s.parquet"
+    pq.write_table(table, path, row_group_size=2)  # two row groups: bounds combine
+    stats = footer_stats(file_footer(path))
+    delta = orjson.loads(orjson.dumps(stats.to_delta()))
+    assert delta["numRecords"] == 3 and set(delta["nullCount"]) == {"n", "amount", "word", "day", "at"}
+    assert (delta["minValues"]["n"], delta["maxValues"]["n"], delta["nullCount"]["n"]) == (-2, 3, 1)
+    assert (delta["minValues"]["amount"], delta["maxValues"]["amount"]) == (-0.5, 1.25)
+    assert delta["minValues"]["word"] == "b" and "word" not in delta["maxValues"]  # too long to say: left out
+    assert (delta["minValues"]["day"], delta["maxValues"]["day"]) == ("1900-01-01", "9999-12-31")
+    # -1 ns and 1.500001 ms, rounded outwards to the millisecond
+    assert (delta["minValues"]["at"], delta["maxValues"]["at"]) == (
+        "1969-12-31T23:59:59.999Z",
+        "1970-01-01T00:00:00.002Z",
+    )
+    kept = [
+        _kept([stats], _compare("greaterThan", "amount", "1.25", "decimal")),
+        _kept([stats], _compare("lessThan", "day", "1900-01-02", "date")),
+        _kept([stats], _compare("greaterThan", "at", "1970-01-01T00:00:00.001Z", "timestamp")),
+        _kept([stats], _compare("greaterThan", "at", "1970-01-01T00:00:00.003", "timestamp")),  # zone-less: kept
+        _kept([stats], _compare("greaterThan", "word", "zz", "string")),  # no maximum: kept
+        _kept([stats], _compare("lessThan", "word", "a", "string")),
+        _kept([stats], _compare("equal", "n", "x", "long")),  # not a number: kept
+        _kept([stats], _compare("equal", "flag", "true", "bool")),  # booleans have no statistics: kept
+        _kept([stats], {"op": "isNull", "children": [{"op": "column", "name": "n"}]}),
+    ]
+    assert kept == [[], [1], [1], [1], [1], [], [1], [1], [1]]
+    assert [i for i in prune([1], [stats], sql_predicate(["day < date '1900-01-01'"]), None)] == []
+    assert [i for i in prune([1], [stats], sql_predicate(["`n` >= 4"]), None)] == []
+    assert [i for i in prune([1], [stats], sql_predicate(["n = '3'"]), None)] == [1]  # a string against a number

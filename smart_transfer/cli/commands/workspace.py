@@ -19,6 +19,27 @@ from smart_transfer.cli.declared import add_bounded
 from smart_transfer.cli.exits import EXIT_USAGE, CliError
 
 
+def file_records(path: Path, given: int | None) -> int:
+    """The records ``path`` holds: a Parquet file's footer says (``given`` must agree); another file's
+    are ``given`` (default 1)."""
+    from smart_transfer.repo.footer import MAGIC, NotParquet, file_footer
+
+    with path.open("rb") as handle:
+        handle.seek(max(0, path.stat().st_size - len(MAGIC)))
+        parquet = handle.read() == MAGIC
+    if not parquet:
+        return 1 if given is None else given
+    try:
+        rows = int(file_footer(path).num_rows)
+    except NotParquet as exc:
+        raise CliError(f"{exc}: it ends with PAR1 but its footer cannot be read (nothing added)") from None
+    if rows < 1:
+        raise CliError(f"{path} is a Parquet file with no rows: a slice holds at least one (nothing added)")
+    if given is not None and given != rows:
+        raise CliError(f"--records {given} disagrees with {path}'s Parquet footer ({rows} rows): nothing added")
+    return rows
+
+
 def run_add(args: argparse.Namespace) -> int:
     from smart_transfer.model import AddData, DataSlice, ObjectKind, ObjectRef, OffsetInterval
     from smart_transfer.storage.digest import digest_file
@@ -27,20 +48,21 @@ def run_add(args: argparse.Namespace) -> int:
     for path in paths:
         if not path.is_file():
             raise CliError(f"no such file: {path}")
-    if args.records < 1:
+    if args.records is not None and args.records < 1:
         raise CliError("--records must be at least 1", EXIT_USAGE)  # the parser refuses it first
+    counts = [file_records(path, args.records) for path in paths]  # every file checked before any change
     with open_workspace(args) as workspace:
         dataset = workspace.dataset(args.dataset)
         tip = dataset.tip()
         offset = tip.next_offset if tip is not None else 0
         events = []
-        for path in paths:
+        for path, records in zip(paths, counts, strict=True):
             digest = digest_file(path)
             key = dataset.object_key(ObjectRef(ObjectKind.DATA, digest.multihash, digest.size))
             if workspace.store.head(key) is None:
                 workspace.store.put_file(key, path)
-            interval = OffsetInterval(offset, offset + args.records - 1)
-            events.append(AddData(new_data=DataSlice(digest.multihash, digest.size, interval, args.records)))
+            interval = OffsetInterval(offset, offset + records - 1)
+            events.append(AddData(new_data=DataSlice(digest.multihash, digest.size, interval, records)))
             offset = interval.end + 1
         new_tip = dataset.append(events)
         print(f"{dataset.name}: added {len(events)} block(s), head {new_tip.head} (block {new_tip.sequence_number})")
@@ -104,15 +126,16 @@ def register(commands: Commands) -> None:
         "add",
         help="append files to a dataset as data slices",
         description="Append one AddData block per FILE (any bytes, Parquet typically), "
-        "creating DATASET with a Seed block on first use.",
+        "creating DATASET with a Seed block on first use. A Parquet file's record count is its footer's.",
     )
     add_dataset_argument(add)
     add.add_argument("files", metavar="FILE", nargs="+")
     add_bounded(
         add,
         "--records",
-        default=1,
-        help="records each file holds (for the offset intervals)",
+        default=None,
+        help="records each file that is not Parquet holds (default 1; a Parquet file's footer says, and a "
+        "--records that disagrees with it is refused)",
         parse=int,
         minimum=1,
         maximum=2**53,

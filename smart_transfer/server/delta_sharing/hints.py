@@ -1,127 +1,224 @@
-"""The query's hints, applied best effort as the protocol allows: predicates on the ``offset`` column
-keep only the slices whose offset interval may hold a matching row, and ``limitHint`` keeps no more
-slices than the limit needs. A predicate this server cannot use (another column, an operator it does
-not know) keeps every slice; a ``jsonPredicateHints`` that is not a predicate tree at all is refused."""
+"""The query's hints, applied best effort as the protocol allows: a predicate (``jsonPredicateHints``, else
+the AND-ed SQL ``predicateHints``) keeps only the files whose statistics say a row may match, and
+``limitHint`` (with no predicate) keeps no more files than the limit's rows need. Conservative by rule:
+a column without statistics, an operator or literal this server cannot compare, ``not``, ``<>``: the
+file stays. A ``jsonPredicateHints`` that is not a predicate tree at all is refused."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import math
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import orjson
 
-from smart_transfer.model.events import OFFSET_COLUMN
+from smart_transfer.repo.footer_stats import ColumnStats, SliceStats
 from smart_transfer.server.delta_sharing.errors import invalid
-from smart_transfer.server.delta_sharing.tables import TableVersion
 
-#: Offsets are 0..2**63-1: every interval lies within these.
-LOWEST, HIGHEST = 0, 2**63 - 1
+T = TypeVar("T")
 #: How deep a predicate tree may nest.
 MAX_PREDICATE_DEPTH = 32
-Intervals = list[tuple[int, int]]
-EVERYTHING: Intervals = [(LOWEST, HIGHEST)]
+#: Whether a file (by its statistics) may hold a matching row.
+Predicate = Callable[[SliceStats], bool]
 _COMPARISONS = ("equal", "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual")
-_SQL = re.compile(r"^\s*`?offset`?\s*(=|==|<=|>=|<|>)\s*(-?\d+)\s*$", re.IGNORECASE)
+_FLIPPED = {"lessThan": "greaterThan", "lessThanOrEqual": "greaterThanOrEqual", "equal": "equal"}
+_FLIPPED.update({v: k for k, v in _FLIPPED.items()})
+_LITERAL = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|(?:date|timestamp)?\s*'(?:[^']|'')*'"
+_SQL = re.compile(rf"^\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*(=|==|<=|>=|<|>)\s*({_LITERAL})\s*$", re.IGNORECASE)
 _SQL_OPS = {"=": "equal", "==": "equal", "<": "lessThan", "<=": "lessThanOrEqual", ">": "greaterThan"}
+#: The literal value types a column of each kind compares with (none named: the literal's text is tried;
+#: ``number`` is an unquoted SQL number, ``string`` a quoted one, which SQL would cast to a number column).
+_VALUE_TYPES = {
+    "int": {"int", "long", "short", "byte", "number"},
+    "float": {"float", "double", "int", "long", "short", "byte", "number"},
+    "decimal": {"int", "long", "short", "byte", "decimal", "number"},
+    "string": {"string"},
+    "date": {"date"},
+    "timestamp": {"timestamp"},
+    "timestamp_ntz": {"timestamp", "timestamp_ntz"},
+}
 
 
-def _compare(op: str, value: int) -> Intervals:
-    bounds = {
-        "equal": (value, value),
-        "lessThan": (LOWEST, value - 1),
-        "lessThanOrEqual": (LOWEST, value),
-        "greaterThan": (value + 1, HIGHEST),
-        "greaterThanOrEqual": (value, HIGHEST),
-    }[op]
-    low, high = max(bounds[0], LOWEST), min(bounds[1], HIGHEST)
-    return [(low, high)] if low <= high else []
+def _always(stats: SliceStats) -> bool:
+    return True
 
 
-def _intersect(a: Intervals, b: Intervals) -> Intervals:
-    return [(max(x[0], y[0]), min(x[1], y[1])) for x in a for y in b if max(x[0], y[0]) <= min(x[1], y[1])]
+def _micros(text: str, zoned: bool) -> int | None:
+    moment = dt.datetime.fromisoformat(text.strip().replace(" ", "T"))
+    if (moment.tzinfo is not None) != zoned:
+        return None  # an instant against a local time (or the reverse): not comparable here
+    origin = dt.datetime(1970, 1, 1, tzinfo=dt.UTC if zoned else None)
+    return (moment - origin) // dt.timedelta(microseconds=1)
 
 
-def _union(a: Intervals) -> Intervals:
-    """Sorted, disjoint intervals covering ``a`` (so rows in them are counted once)."""
-    merged: Intervals = []
-    for low, high in sorted(a):
-        if merged and low <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
-        else:
-            merged.append((low, high))
-    return merged
-
-
-def _leaf(node: dict[str, Any]) -> Intervals:
-    """A comparison of ``offset`` with an integer literal; anything else may match any row."""
-    children = node.get("children")
-    if not isinstance(children, list) or len(children) != 2 or not all(isinstance(c, dict) for c in children):
-        raise invalid(f"jsonPredicateHints: {node.get('op')} takes two operands")
-    column, literal = children
-    if column.get("op") != "column" or literal.get("op") != "literal" or column.get("name") != OFFSET_COLUMN:
-        return EVERYTHING
+def literal_value(kind: str, text: str, value_type: str | None) -> Any:
+    """The literal as a value comparable with a ``kind`` column's bounds (None: not comparable)."""
+    if value_type is not None and value_type not in _VALUE_TYPES[kind]:
+        return None
     try:
-        value = int(literal.get("value", ""))
-    except (TypeError, ValueError):
-        return EVERYTHING
-    return _compare(str(node["op"]), value)
+        if kind in ("int", "decimal"):
+            return decimal.Decimal(text.strip())  # exact, against int and Decimal bounds alike
+        if kind == "float":
+            value = float(text)
+            return None if math.isnan(value) else value  # NaN compares with nothing here
+        if kind == "date":
+            return dt.date.fromisoformat(text.strip())
+        if kind in ("timestamp", "timestamp_ntz"):
+            return _micros(text, kind == "timestamp")
+    except (ValueError, ArithmeticError):
+        return None
+    return text
 
 
-def _evaluate(node: Any, depth: int) -> Intervals:
+def may_hold(op: str, column: ColumnStats, value: Any) -> bool:
+    """Whether a file with ``column``'s bounds may hold a row where ``column op value``."""
+    low, high = column.low, column.high
+    if op in ("greaterThan", "greaterThanOrEqual", "equal") and high is None:
+        return True
+    if op in ("lessThan", "lessThanOrEqual", "equal") and low is None:
+        return True
+    if column.kind == "float" and op in ("greaterThan", "greaterThanOrEqual"):
+        return True  # NaN, which footers leave out of their bounds, is greater than every number in SQL
+    checks: dict[str, Callable[[], bool]] = {
+        "equal": lambda: bool(low <= value <= high),
+        "lessThan": lambda: bool(low < value),
+        "lessThanOrEqual": lambda: bool(low <= value),
+        "greaterThan": lambda: bool(high > value),
+        "greaterThanOrEqual": lambda: bool(high >= value),
+    }
+    return checks[op]()
+
+
+def _find(stats: SliceStats, name: str) -> ColumnStats | None:
+    """The column named ``name`` (Spark resolves names without regard to case: so do we, if unique)."""
+    if name in stats.columns:
+        return stats.columns[name]
+    same = [c for n, c in stats.columns.items() if n.lower() == name.lower()]
+    return same[0] if len(same) == 1 else None
+
+
+def comparison(op: str, name: str, text: str, value_type: str | None) -> Predicate:
+    """``name op literal`` as a test of a file's statistics."""
+
+    def test(stats: SliceStats) -> bool:
+        column = _find(stats, name)
+        if column is None:
+            return True
+        value = literal_value(column.kind, text, value_type)
+        return value is None or may_hold(op, column, value)
+
+    return test
+
+
+def _operands(node: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    children = node.get("children")
+    if not isinstance(children, list) or len(children) != count or not all(isinstance(c, dict) for c in children):
+        raise invalid(f"jsonPredicateHints: {node.get('op')} takes {count} operand(s)")
+    return children
+
+
+def _leaf(node: dict[str, Any]) -> Predicate:
+    """A comparison of a column with a literal (either side); anything else may match any row."""
+    column, literal = _operands(node, 2)
+    op = str(node["op"])
+    if column.get("op") == "literal" and literal.get("op") == "column":
+        column, literal, op = literal, column, _FLIPPED[op]
+    name, text, value_type = column.get("name"), literal.get("value"), literal.get("valueType")
+    shaped = column.get("op") == "column" and literal.get("op") == "literal"
+    typed = isinstance(name, str) and isinstance(text, str) and (value_type is None or isinstance(value_type, str))
+    if not (shaped and typed):
+        return _always
+    return comparison(op, str(name), str(text), value_type)
+
+
+def _is_null(node: dict[str, Any]) -> Predicate:
+    (operand,) = _operands(node, 1)
+    name = operand.get("name")
+    if operand.get("op") != "column" or not isinstance(name, str):
+        return _always
+
+    def test(stats: SliceStats) -> bool:
+        column = _find(stats, name)
+        return column is None or column.nulls is None or column.nulls > 0
+
+    return test
+
+
+def _junction(op: str, children: Any, depth: int) -> Predicate:
+    if not isinstance(children, list) or len(children) < 2:
+        raise invalid(f"jsonPredicateHints: {op} takes two or more children")
+    parts = [_compile(child, depth + 1) for child in children]
+    if op == "and":
+        return lambda stats: all(part(stats) for part in parts)
+    return lambda stats: any(part(stats) for part in parts)
+
+
+def _compile(node: Any, depth: int) -> Predicate:
     if not isinstance(node, dict) or not isinstance(node.get("op"), str):
         raise invalid("jsonPredicateHints: every node must be an object with an 'op'")
     if depth > MAX_PREDICATE_DEPTH:
         raise invalid(f"jsonPredicateHints: nested deeper than {MAX_PREDICATE_DEPTH}")
-    op, children = node["op"], node.get("children", [])
+    op = node["op"]
     if op in ("and", "or"):
-        if not isinstance(children, list) or len(children) < 2:
-            raise invalid(f"jsonPredicateHints: {op} takes two or more children")
-        parts = [_evaluate(child, depth + 1) for child in children]
-        result = parts[0]
-        for part in parts[1:]:
-            result = _intersect(result, part) if op == "and" else _union(result + part)
-        return result
+        return _junction(op, node.get("children", []), depth)
     if op in _COMPARISONS:
         return _leaf(node)
-    return EVERYTHING  # not, isNull, in, column, literal...: usable by the client only
+    if op == "isNull":
+        return _is_null(node)
+    return _always  # not, in, column, literal...: usable by the client only
 
 
-def json_predicate_intervals(text: str | None) -> Intervals:
-    """The offsets ``jsonPredicateHints`` may match (everything when absent)."""
+def json_predicate(text: str | None) -> Predicate | None:
+    """The test ``jsonPredicateHints`` makes of a file (None when absent)."""
     if text is None or not text.strip():
-        return EVERYTHING
+        return None
     try:
         tree = orjson.loads(text)
     except orjson.JSONDecodeError:
         raise invalid("jsonPredicateHints is not JSON") from None
-    return _evaluate(tree, 0)
+    return _compile(tree, 0)
 
 
-def sql_predicate_intervals(hints: Sequence[str] | None) -> Intervals:
-    """The offsets the (AND-ed) SQL ``predicateHints`` may match; unknown expressions are skipped."""
-    result = EVERYTHING
+def _sql_literal(text: str) -> tuple[str, str | None]:
+    """A SQL literal's text and value type (``date '…'``, ``timestamp '…'``, ``'…'``, a number)."""
+    if not text.endswith("'"):
+        return text, "number"
+    kind, _, quoted = text.partition("'")
+    unquoted = quoted[:-1].replace("''", "'")
+    return unquoted, (kind.strip().lower() or "string")
+
+
+def sql_predicate(hints: Sequence[str] | None) -> Predicate | None:
+    """The test the AND-ed SQL ``predicateHints`` make of a file (expressions not understood: skipped)."""
+    parts: list[Predicate] = []
     for hint in hints or ():
         match = _SQL.match(hint)
         if match is not None:
-            op = _SQL_OPS.get(match.group(1), "greaterThanOrEqual")
-            result = _intersect(result, _compare(op, int(match.group(2))))
-    return result
+            name = match.group(1)
+            if name.startswith("`"):
+                name = name[1:-1].replace("``", "`")
+            text, value_type = _sql_literal(match.group(3))
+            op = _SQL_OPS.get(match.group(2), "greaterThanOrEqual")
+            parts.append(comparison(op, name, text, value_type))
+    if not parts:
+        return None
+    return lambda stats: all(part(stats) for part in parts)
 
 
-def prune(files: list[TableVersion], intervals: Intervals, limit: int | None) -> list[TableVersion]:
-    """The files that may hold a row in ``intervals``, then only as many as ``limit`` rows need."""
-    kept = []
-    rows = 0
-    intervals = _union(intervals)
-    for entry in files:
-        assert entry.data is not None
-        span = entry.data.offset_interval
-        matching = _intersect([(span.start, span.end)], intervals)
-        if not matching:
-            continue
-        if limit is not None and rows >= limit:
+def prune(files: list[T], stats: list[SliceStats], predicate: Predicate | None, limit: int | None) -> list[T]:
+    """The files whose statistics may hold a row the predicate keeps; with no predicate, only as many as
+    ``limit`` rows need (with one, every file that may match: a file's rows may all fail it)."""
+    if predicate is not None:
+        return [entry for entry, numbers in zip(files, stats, strict=True) if predicate(numbers)]
+    if limit is None:
+        return list(files)
+    kept, rows = [], 0
+    for entry, numbers in zip(files, stats, strict=True):
+        if rows >= limit:
             break
         kept.append(entry)
-        rows += sum(high - low + 1 for low, high in matching)  # rows that may match, counted once
+        rows += numbers.num_records
     return kept

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from fastapi.responses import Response
 
-from smart_transfer.model.events import OFFSET_COLUMN
+from smart_transfer.repo.footer_stats import SliceStats
 from smart_transfer.server.delta_sharing.errors import invalid
 from smart_transfer.server.delta_sharing.spark_schema import schema_string
 from smart_transfer.server.delta_sharing.tables import TableHistory, TableVersion
@@ -59,30 +59,24 @@ def metadata_line(history: TableHistory, schema: dict[str, Any], version: int | 
 
 @dataclass(frozen=True, slots=True)
 class SignedFile:
-    """A table file and the presigned GET that reads it."""
+    """A table file, its statistics and the presigned GET that reads it."""
 
     entry: TableVersion
+    stats: SliceStats
     url: str
     expires_at: int
 
 
 def file_fields(signed: SignedFile, with_version: bool) -> dict[str, Any]:
-    """A file's fields: id (its physical hash, stable), size, stats on ``offset``, URL and expiry."""
+    """A file's fields: id (its physical hash, stable), size, its footer's statistics, URL and expiry."""
     data = signed.entry.data
     assert data is not None
-    span = data.offset_interval
-    stats = {
-        "numRecords": data.num_records,
-        "minValues": {OFFSET_COLUMN: span.start},
-        "maxValues": {OFFSET_COLUMN: span.end},
-        "nullCount": {OFFSET_COLUMN: 0},
-    }
     fields: dict[str, Any] = {
         "url": signed.url,
         "id": str(data.physical_hash),
         "partitionValues": {},
         "size": data.size,
-        "stats": orjson.dumps(stats).decode(),
+        "stats": orjson.dumps(signed.stats.to_delta()).decode(),
         "expirationTimestamp": signed.expires_at * 1000,
     }
     if with_version:

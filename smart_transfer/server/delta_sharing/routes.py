@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 
 from smart_transfer.model import ObjectKind, ObjectRef
+from smart_transfer.repo.footer_stats import SliceStats
 from smart_transfer.server.auth import Access, Grant
 from smart_transfer.server.delta_sharing.docs import (
     GetShareResponse,
@@ -23,7 +24,7 @@ from smart_transfer.server.delta_sharing.docs import (
     table_responses,
 )
 from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
-from smart_transfer.server.delta_sharing.hints import json_predicate_intervals, prune, sql_predicate_intervals
+from smart_transfer.server.delta_sharing.hints import Predicate, json_predicate, prune, sql_predicate
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, dataset_name, is_schema, is_share, table_name
 from smart_transfer.server.delta_sharing.query import LONG_MAX, QUERY_BODY_DOCUMENT, QueryRequest, query_body
 from smart_transfer.server.delta_sharing.responses import (
@@ -225,23 +226,32 @@ def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME) -> Response
     return ndjson_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
 
 
-def _signed(who: Caller, history: TableHistory, entries: list[TableVersion]) -> list[SignedFile]:
+def _signed(who: Caller, history: TableHistory, chosen: list[tuple[TableVersion, SliceStats]]) -> list[SignedFile]:
     """A presigned GET per file, living the sharing URL lifetime."""
     dataset = who.state.repository.dataset(history.dataset)
     ttl = who.state.settings.sharing_url_ttl
     signed = []
-    for entry in entries:
+    for entry, stats in chosen:
         assert entry.data is not None
         ref = ObjectRef(ObjectKind.DATA, entry.data.physical_hash, entry.data.size)
         request = who.state.signer.get(dataset, ref, ttl)
-        signed.append(SignedFile(entry, request.url, request.expires_at))
+        signed.append(SignedFile(entry, stats, request.url, request.expires_at))
     return signed
 
 
 def _file_lines(
-    who: Caller, history: TableHistory, entries: list[TableVersion], wrapper: str, with_version: bool
+    who: Caller,
+    history: TableHistory,
+    entries: list[TableVersion],
+    hints: tuple[Predicate | None, int | None],
+    answer: tuple[str, bool],
 ) -> list[dict[str, Any]]:
-    return [{wrapper: file_fields(signed, with_version)} for signed in _signed(who, history, entries)]
+    """The file lines (``wrapper``: file or add) of the ``entries`` the hints keep."""
+    predicate, limit = hints
+    wrapper, with_version = answer
+    pairs = list(zip(entries, who.tables.stats(history, entries), strict=True))
+    chosen = prune(pairs, [stats for _, stats in pairs], predicate, limit)
+    return [{wrapper: file_fields(signed, with_version)} for signed in _signed(who, history, chosen)]
 
 
 def _snapshot_version(history: TableHistory, body: QueryRequest) -> int | None:
@@ -276,20 +286,20 @@ def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBod
         raise invalid(f"give at most one of version, timestamp and startingVersion (got {', '.join(travel)})")
     if body.endingVersion is not None and body.startingVersion is None:
         raise invalid("endingVersion needs startingVersion")
-    intervals = json_predicate_intervals(body.jsonPredicateHints)
+    predicate = json_predicate(body.jsonPredicateHints)
     if body.jsonPredicateHints is None:
-        intervals = sql_predicate_intervals(body.predicateHints)
+        predicate = sql_predicate(body.predicateHints)
     if body.startingVersion is not None:
         first, last = _range(history, body.startingVersion, body.endingVersion)
-        files = prune(history.files(first, last), intervals, None)
         schema_json = who.tables.schema(history, last)
         lines = [protocol_line(), metadata_line(history, schema_json, first)]
-        return ndjson_answer(lines + _file_lines(who, history, files, "add", True), first)
+        files = _file_lines(who, history, history.files(first, last), (predicate, None), ("add", True))
+        return ndjson_answer(lines + files, first)
     version = _snapshot_version(history, body)
     at = version if version is not None else history.latest
-    files = prune(history.files(0, at), intervals, body.limitHint)
     lines = [protocol_line(), metadata_line(history, who.tables.schema(history, at), version)]
-    return ndjson_answer(lines + _file_lines(who, history, files, "file", version is not None), at)
+    files = _file_lines(who, history, history.files(0, at), (predicate, body.limitHint), ("file", version is not None))
+    return ndjson_answer(lines + files, at)
 
 
 def _changes_range(
@@ -326,4 +336,5 @@ def table_changes(
     history = _table(who, share, schema, table)
     first, last = _changes_range(history, (starting_version, starting_timestamp), (ending_version, ending_timestamp))
     lines = [protocol_line(), metadata_line(history, who.tables.schema(history, last), first)]
-    return ndjson_answer(lines + _file_lines(who, history, history.files(first, last), "add", True), first)
+    files = _file_lines(who, history, history.files(first, last), (None, None), ("add", True))
+    return ndjson_answer(lines + files, first)

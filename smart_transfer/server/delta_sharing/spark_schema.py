@@ -1,7 +1,7 @@
 """A dataset's schema as the Spark StructType JSON that Delta Sharing's ``schemaString`` carries: from the
-Spark DDL types a ``SetDataSchema`` records (``BIGINT``, ``DECIMAL(10,2)``, ``ARRAY<STRING>``...) or from
-the Arrow schema of a slice's Parquet footer. Nullability is kept; column order is the slices' (``offset``
-first)."""
+Spark DDL types a ``SetDataSchema`` records (``BIGINT``, ``DECIMAL(10,2)``, ``ARRAY<STRING>``...), or
+that a slice's Parquet footer gives (``repo.footer.footer_fields``: the same names, so one path).
+Nullability is kept; column order is the slices' (``offset`` first)."""
 
 from __future__ import annotations
 
@@ -147,66 +147,6 @@ def spark_field(name: str, kind: Any, nullable: bool) -> dict[str, Any]:
 def schema_of_fields(fields: Sequence[DataField]) -> dict[str, Any]:
     """The StructType of the columns a SetDataSchema recorded."""
     return {"type": "struct", "fields": [spark_field(f.name, spark_type_of_ddl(f.type), f.nullable) for f in fields]}
-
-
-def _arrow_nested(data_type: Any) -> Any:
-    import pyarrow as pa
-
-    if pa.types.is_map(data_type):
-        return {
-            "type": "map",
-            "keyType": spark_type_of_arrow(data_type.key_type),
-            "valueType": spark_type_of_arrow(data_type.item_type),
-            "valueContainsNull": bool(data_type.item_field.nullable),
-        }
-    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
-        return {
-            "type": "array",
-            "elementType": spark_type_of_arrow(data_type.value_type),
-            "containsNull": bool(data_type.value_field.nullable),
-        }
-    if pa.types.is_struct(data_type):
-        return schema_of_arrow([data_type.field(i) for i in range(data_type.num_fields)])
-    raise UnsupportedSchema(f"the Parquet type {data_type} has no Delta Sharing equivalent")
-
-
-def spark_type_of_arrow(data_type: Any) -> Any:
-    """The Spark JSON type of an Arrow type (as read from a Parquet footer)."""
-    import pyarrow as pa
-
-    simple = {
-        pa.bool_(): "boolean",
-        pa.int8(): "byte",
-        pa.int16(): "short",
-        pa.int32(): "integer",
-        pa.int64(): "long",
-        pa.uint8(): "short",
-        pa.uint16(): "integer",
-        pa.uint32(): "long",
-        pa.uint64(): "decimal(20,0)",
-        pa.float32(): "float",
-        pa.float64(): "double",
-        pa.string(): "string",
-        pa.large_string(): "string",
-        pa.binary(): "binary",
-        pa.large_binary(): "binary",
-        pa.date32(): "date",
-    }
-    if data_type in simple:
-        return simple[data_type]
-    if pa.types.is_timestamp(data_type):
-        # Spark's TIMESTAMP is an instant (Parquet isAdjustedToUTC); a zone-less one is TIMESTAMP_NTZ
-        return "timestamp" if data_type.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal(data_type):
-        return f"decimal({data_type.precision},{data_type.scale})"
-    if pa.types.is_fixed_size_binary(data_type):
-        return "binary"
-    return _arrow_nested(data_type)
-
-
-def schema_of_arrow(fields: Sequence[Any]) -> dict[str, Any]:
-    """The StructType of Arrow fields."""
-    return {"type": "struct", "fields": [spark_field(f.name, spark_type_of_arrow(f.type), f.nullable) for f in fields]}
 
 
 def schema_string(schema: dict[str, Any]) -> str:

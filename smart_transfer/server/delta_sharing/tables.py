@@ -9,6 +9,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
@@ -18,21 +19,25 @@ from smart_transfer.model import (
     DataSlice,
     InvalidDatasetName,
     Multihash,
-    ObjectKind,
-    ObjectRef,
     SetDataSchema,
     decode_block,
 )
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.repo.footer import NotParquet, UnnamedType, slice_fields, slice_footer
+from smart_transfer.repo.footer_stats import SliceStats, footer_stats
 from smart_transfer.server.delta_sharing.errors import invalid, not_found
-from smart_transfer.server.delta_sharing.footer import NotParquet, footer_schema
 from smart_transfer.server.delta_sharing.naming import dataset_name, dataset_of_table
-from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_arrow, schema_of_fields
+from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_fields
 
-#: Histories (one per dataset, for its current head) and slice schemas kept in memory.
+#: Histories (one per dataset, for its current head), slice schemas and slice statistics kept in memory
+#: (statistics: a few hundred bytes per slice, read once from its footer, by its hash).
 MAX_CACHED_TABLES = 256
 MAX_CACHED_FOOTERS = 1024
+MAX_CACHED_STATS = 20_000
+#: Footers read in parallel when a query meets slices whose statistics are not cached yet (a footer read
+#: on S3 is two round trips: the latency of a remote store, not CPU, is what the parallel reads hide).
+FOOTER_READS_AT_ONCE = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +182,8 @@ class Tables:
         self._histories: OrderedDict[str, TableHistory] = OrderedDict()
         #: A slice's schema, or why it has none (by physical hash: the same bytes, the same answer).
         self._footers: OrderedDict[str, dict[str, Any] | str] = OrderedDict()
+        #: A slice's statistics, by physical hash.
+        self._stats: OrderedDict[str, SliceStats] = OrderedDict()
         self._lock = threading.Lock()
 
     def dataset_names(self) -> list[str]:
@@ -245,13 +252,10 @@ class Tables:
         with self._lock:
             cached = self._footers.get(key)
         if cached is None:
-            ref = ObjectRef(ObjectKind.DATA, first.physical_hash, first.size)
             dataset = self.repository.dataset(history.dataset)
             try:
-                cached = schema_of_arrow(
-                    list(footer_schema(self.repository.store, dataset.object_key(ref), first.size))
-                )
-            except (NotParquet, UnsupportedSchema) as exc:
+                cached = schema_of_fields(slice_fields(dataset, first))
+            except (NotParquet, UnnamedType, UnsupportedSchema) as exc:
                 cached = str(exc)  # remembered too: listings do not read a non-Parquet slice again
             with self._lock:
                 self._footers[key] = cached
@@ -260,3 +264,33 @@ class Tables:
         if isinstance(cached, str):
             raise NotParquet(cached)
         return cached
+
+    def stats(self, history: TableHistory, entries: list[TableVersion]) -> list[SliceStats]:
+        """Each file's statistics: from its footer (two ranged reads) the first time, FOOTER_READS_AT_ONCE
+        slices at a time, then by its hash; a slice that is not Parquet has its chain's row count and no
+        column bounds."""
+        pieces = [entry.data for entry in entries if entry.data is not None]
+        with self._lock:
+            known = {
+                str(p.physical_hash): self._stats[str(p.physical_hash)]
+                for p in pieces
+                if str(p.physical_hash) in self._stats
+            }
+        missing = list({str(p.physical_hash): p for p in pieces if str(p.physical_hash) not in known}.values())
+        if missing:
+            dataset = self.repository.dataset(history.dataset)
+            with ThreadPoolExecutor(min(FOOTER_READS_AT_ONCE, len(missing))) as pool:
+                read = list(pool.map(lambda piece: _slice_stats(dataset, piece), missing))
+            with self._lock:
+                for piece, stats in zip(missing, read, strict=True):
+                    known[str(piece.physical_hash)] = self._stats[str(piece.physical_hash)] = stats
+                while len(self._stats) > MAX_CACHED_STATS:
+                    self._stats.popitem(last=False)
+        return [known[str(piece.physical_hash)] for piece in pieces]
+
+
+def _slice_stats(dataset: DatasetRepository, piece: DataSlice) -> SliceStats:
+    try:
+        return footer_stats(slice_footer(dataset, piece))
+    except NotParquet:
+        return SliceStats(piece.num_records, {})

@@ -11,9 +11,20 @@ from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from smart_transfer.model import AddData, ChainTip, DataField, Multihash, Seed, SetDataSchema, SetInfo, decode_block
+from smart_transfer.model import (
+    AddData,
+    ChainTip,
+    DataField,
+    DataSlice,
+    Multihash,
+    Seed,
+    SetDataSchema,
+    SetInfo,
+    decode_block,
+)
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import DatasetNotFound
+from smart_transfer.repo.footer import NotParquet, UnnamedType, slice_fields
 from smart_transfer.repo.rows import ReadBudget, ReadBudgetExceeded, tail_from_store
 from smart_transfer.server.rest_read import describe
 
@@ -66,6 +77,8 @@ class About:
     fields: tuple[DataField, ...] = ()
     description: str = ""
     keywords: tuple[str, ...] = ()
+    #: Where the fields come from: "recorded" (a SetDataSchema), "footer" (the first slice's), or "".
+    schema_source: str = ""
 
 
 @dataclass
@@ -165,25 +178,44 @@ class Remembered:
         return self.about.get(repo.name, tip.head, lambda: scan_about(repo, tip))
 
 
+def _names_about(body: bytes, first_slice_wanted: bool) -> bool:
+    """Whether a block's bytes may hold what the About scan keeps (cheaper than decoding each block)."""
+    return b'"SetDataSchema"' in body or b'"SetInfo"' in body or (first_slice_wanted and b'"AddData"' in body)
+
+
 def scan_about(repo: DatasetRepository, tip: ChainTip) -> About:
     """The newest SetDataSchema and SetInfo of the chain ending at ``tip``, found in one scan of the
     index (blocks whose bytes do not name those events are not decoded)."""
     schema: SetDataSchema | None = None
     info: SetInfo | None = None
+    first: DataSlice | None = None
     for block_hash, data in repo.index.chain_blocks(repo.name, 0, tip.sequence_number):
         body = data if data is not None else repo.block_bytes(block_hash)
-        if b'"SetDataSchema"' not in body and b'"SetInfo"' not in body:
+        if not _names_about(body, first is None):
             continue
         event = decode_block(body).event
         if isinstance(event, SetDataSchema):
             schema = event
         elif isinstance(event, SetInfo):
             info = event
-    return About(
-        schema.fields if schema else (),
-        info.description if info else "",
-        info.keywords if info else (),
-    )
+        elif isinstance(event, AddData) and first is None:
+            first = event.new_data
+    fields, source = _schema(repo, schema, first)
+    return About(fields, info.description if info else "", info.keywords if info else (), source)
+
+
+def _schema(
+    repo: DatasetRepository, recorded: SetDataSchema | None, first: DataSlice | None
+) -> tuple[tuple[DataField, ...], str]:
+    """The recorded schema, else the first slice's footer (Delta Sharing's rule); none if unreadable."""
+    if recorded is not None:
+        return recorded.fields, "recorded"
+    if first is None:
+        return (), ""
+    try:
+        return slice_fields(repo, first), "footer"
+    except (NotParquet, UnnamedType):
+        return (), ""
 
 
 def _cell(value: Any) -> str:

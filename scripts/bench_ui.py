@@ -1,7 +1,9 @@
 """How long each page of the web view takes to answer on a dataset with a long chain (100,000 blocks by
 default): the datasets list, a dataset's first and last chain pages (cold: the first view of a head
-scans the chain once for its schema; then warm), and the server page. The dataset has real Parquet
-slices at both ends of the chain and watermark-only blocks between, so the preview reads rows.
+scans the chain once for its schema; then warm), a block's page (a page of its slice's rows), the
+comparison of the first and last blocks (cold: one scan of the chain; then remembered), and the server
+page. The dataset has real Parquet slices at both ends of the chain and watermark-only blocks between,
+so the preview reads rows.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_ui.py [--blocks 100000] [--reps 5] [--screenshot] [--s3]
 
@@ -14,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -105,9 +108,12 @@ def store_args(s3: bool) -> list[str]:
 
 
 def serve(root: Path, s3: bool) -> tuple[subprocess.Popen[str], str]:
-    """A server on an ephemeral port, and its URL."""
+    """A server on a free ephemeral port (``serve`` refuses --port 0), and its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     process = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root), *store_args(s3)],
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--root", str(root), *store_args(s3)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -144,6 +150,9 @@ def measure(base: str, blocks: int, reps: int) -> dict[str, dict[str, float]]:
         "datasets list": f"{base}/ui",
         "dataset, chain page 1": f"{base}/ui/datasets/{NAME}",
         "dataset, last chain page": f"{base}/ui/datasets/{NAME}?page={-(-blocks // 50)}",
+        "block, last (its 100 first rows)": f"{base}/ui/datasets/{NAME}/blocks/{blocks - 1}",
+        "block, first slice, rows page 3": f"{base}/ui/datasets/{NAME}/blocks/1?page=3",
+        "compare first and last blocks": f"{base}/ui/datasets/{NAME}/compare?from=0&to={blocks - 1}",
         "server": f"{base}/ui/server",
     }
     figures = {}
@@ -151,7 +160,7 @@ def measure(base: str, blocks: int, reps: int) -> dict[str, dict[str, float]]:
         first = timed(url)
         warm = [timed(url) for _ in range(reps)]
         figures[label] = {"first_s": round(first, 4), "median_s": round(statistics.median(warm), 4)}
-        print(f"{label:28} first {first * 1000:8.1f} ms   median of {reps} {statistics.median(warm) * 1000:8.1f} ms")
+        print(f"{label:34} first {first * 1000:8.1f} ms   median of {reps} {statistics.median(warm) * 1000:8.1f} ms")
     return figures
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import smart_transfer
-from smart_transfer.cli.commands import data, ingest, peer, remotes, server, transfer, workspace
+from smart_transfer.cli.commands import data, diff, ingest, peer, remotes, server, transfer, workspace
 from smart_transfer.cli.commands.common import Parser
 from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     server.register(commands)
     workspace.register(commands)
+    diff.register(commands)
     ingest.register(commands)
     transfer.register(commands)
     peer.register(commands)

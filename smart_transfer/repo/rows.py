@@ -179,7 +179,7 @@ class ReadBudget:
     def spend(self, count: int) -> None:
         if self.spent + count > self.limit:
             raise ReadBudgetExceeded(
-                f"the last records lie in row groups larger than the preview's bound of {self.limit} bytes"
+                f"the records wanted lie in row groups larger than this page's bound of {self.limit} bytes"
             )
         self.spent += count
 
@@ -204,3 +204,21 @@ def tail_from_store(
         on_read(budget.spent)
     table = pa.concat_tables(tables) if tables else empty_table(schema)
     return last_records(table, count)
+
+
+def slice_rows_from_store(
+    dataset: DatasetRepository,
+    entry: SliceEntry,
+    first: int,
+    last: int,
+    budget: ReadBudget,
+    on_read: Callable[[int], None],
+) -> pa.Table:
+    """The records ``first..last`` of one slice (the rows ``export --offsets`` writes for them), read from
+    the dataset's store by byte ranges: its footer and the row groups that hold them, within ``budget``
+    (ReadBudgetExceeded past it); ``on_read`` is told the bytes read (also when it stops there)."""
+    try:
+        parquet = pq.ParquetFile(StoreFile(dataset, entry, budget), pre_buffer=True)
+        return read_rows(parquet, entry, first, last)
+    finally:
+        on_read(budget.spent)

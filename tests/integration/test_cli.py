@@ -105,3 +105,54 @@ def test_every_command_explains_itself(command: str) -> None:
     assert result.returncode == 0
     assert "usage: smart-transfer" in result.stdout
     assert "--workspace" in result.stdout or command == "serve"
+
+
+def test_diff_compares_two_versions_in_text_and_json(tmp_path: Path) -> None:
+    from smart_transfer.model import DataField, SetDataSchema
+    from smart_transfer.repo import Workspace
+
+    ws = tmp_path / "ws"
+    for i in range(2):
+        (tmp_path / f"f{i}").write_bytes(f"file {i}".encode())
+    assert run(ws, "add", "sales", str(tmp_path / "f0"), "--records", "5").returncode == 0
+    with Workspace(ws) as opened:
+        opened.dataset("sales").append([SetDataSchema((DataField("offset", "BIGINT", False), DataField("a", "INT")))])
+    assert run(ws, "add", "sales", str(tmp_path / "f1"), "--records", "3").returncode == 0
+    with Workspace(ws) as opened:
+        opened.dataset("sales").append(
+            [SetDataSchema((DataField("offset", "BIGINT", False), DataField("a", "BIGINT")))]
+        )
+    log = [orjson.loads(line) for line in run(ws, "log", "sales", "--json").stdout.splitlines()]
+    hashes = {r["sequence_number"]: r["hash"] for r in log}
+
+    result = run(ws, "diff", "sales", hashes[1], "--json")  # FROM by hash, TO the head
+    assert result.returncode == 0, result.stderr
+    diff = orjson.loads(result.stdout)
+    assert (diff["from"]["hash"], diff["to"]["hash"]) == (hashes[1], hashes[4])
+    assert (diff["blocks"], diff["records"], diff["events"]) == (3, 3, {"AddData": 1, "SetDataSchema": 2})
+    assert [s["physical_hash"] for s in diff["slices"]] == [log[1]["new_data"]["physical_hash"]]
+    assert diff["data_bytes"] == len(b"file 1")
+    assert [(c["name"], c["change"]) for c in diff["schema_changes"]] == [("offset", "added"), ("a", "added")]
+    changed = orjson.loads(run(ws, "diff", "sales", "2", "4", "--json").stdout)["schema_changes"]
+    assert changed == [{"name": "a", "change": "changed", "before": log[2]["fields"][1], "after": log[0]["fields"][1]}]
+
+    text = run(ws, "diff", "sales")  # block 0 to the head
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("sales: block 0 -> block 4\n") and hashes[4] in text.stdout
+    assert "records      +8 (0 -> 8)" in text.stdout and log[1]["new_data"]["physical_hash"] in text.stdout
+
+
+def test_diff_of_a_version_not_on_the_chain_is_one_clear_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (tmp_path / "f").write_bytes(b"x")
+    assert run(ws, "add", "sales", str(tmp_path / "f")).returncode == 0
+    cases = {
+        ("9",): "sales has no block 9: its blocks are 0 to 1",
+        ("1", "0"): "from (block 1) is after to (block 0)",
+        ("head~1",): "not a block: 'head~1'",
+        (f"f1220{'0' * 64}",): "has no block f1220",
+    }
+    for versions, fragment in cases.items():
+        result = run(ws, "diff", "sales", *versions)
+        assert result.returncode == 1 and result.stdout == "", versions
+        assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr

@@ -107,8 +107,9 @@ def datasets_page(
     return {"rows": rows[first : first + per], "paging": paging, "total": len(rows), "readable": len(names)}
 
 
-def _count_preview(state: ServerState, count: int) -> None:
-    """The preview's bytes are data bytes through the server: counted there, and on their own."""
+def count_preview(state: ServerState, count: int) -> None:
+    """The bytes a page reads from the store (the preview's, a block page's rows) are data bytes through
+    the server: counted there, and on their own."""
     state.count_object_bytes(count)
     state.metrics.preview_bytes.inc(count)
 
@@ -128,7 +129,7 @@ def dataset_page(
         "paging": paging,
         "chain": chain,
         "about": memory.about_of(repo, tip),
-        "preview": preview(repo, tip, lambda count: _count_preview(state, count)),
+        "preview": preview(repo, tip, lambda count: count_preview(state, count)),
         "peers": state.peers.listed(repo),
         "pull": f"smart-transfer pull {base_url}/{repo.name}",
         "sharing": sharing_lines(base_url, repo.name),

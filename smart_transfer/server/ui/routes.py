@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
+from smart_transfer.repo.compare import VersionComparison
 from smart_transfer.server.auth import Access, AuthError
 from smart_transfer.server.errors import as_protocol_error
 from smart_transfer.server.guard import Asking, admitted
@@ -23,6 +24,7 @@ from smart_transfer.server.ui.pages import (
     BLOCKS_PER_PAGE,
     DATASETS_PER_PAGE,
     PageError,
+    count_preview,
     dataset_page,
     datasets_page,
     page_number,
@@ -31,7 +33,13 @@ from smart_transfer.server.ui.pages import (
 )
 from smart_transfer.server.ui.render import SECURITY_HEADERS, STATIC_DIR, error_page, page, static_file
 from smart_transfer.server.ui.status import server_values
-from smart_transfer.server.ui.views import Remembered
+from smart_transfer.server.ui.versions import (
+    COMPARISONS_REMEMBERED,
+    ROWS_PER_PAGE,
+    block_page,
+    compare_page,
+)
+from smart_transfer.server.ui.views import PerHead, Remembered
 from smart_transfer.server.ui.visitor import (
     MAX_TOKEN_CHARS,
     Visitor,
@@ -159,9 +167,41 @@ def ui_router(state: ServerState) -> APIRouter:
 
         return await _answer(state, request, build)
 
+    _version_routes(router, state)
     _sign_in_routes(router, state)
     _static_routes(router, state)
     return router
+
+
+def _version_routes(router: APIRouter, state: ServerState) -> None:
+    """A block's page and the comparison of two blocks of a dataset."""
+    comparisons: PerHead[VersionComparison] = PerHead(COMPARISONS_REMEMBERED)
+
+    @router.get("/datasets/{name}/blocks/{ref}")
+    async def block(request: Request, name: str, ref: str) -> Response:
+        async def build(visitor: Visitor) -> Response:
+            raw = request.query_params
+            number, per = page_number(raw.get("page")), per_page(raw.get("per"), ROWS_PER_PAGE)
+            values = await asyncio.to_thread(
+                lambda: block_page(
+                    state.repository.dataset(name), ref, number, per, lambda count: count_preview(state, count)
+                )
+            )
+            return page(request, "block.html", visitor=visitor, **values)
+
+        return await _answer(state, request, build, name)
+
+    @router.get("/datasets/{name}/compare")
+    async def compare(request: Request, name: str) -> Response:
+        async def build(visitor: Visitor) -> Response:
+            raw = request.query_params
+            base, target = raw.get("from"), raw.get("to")
+            values = await asyncio.to_thread(
+                lambda: compare_page(state.repository.dataset(name), comparisons, base, target)
+            )
+            return page(request, "compare.html", visitor=visitor, **values)
+
+        return await _answer(state, request, build, name)
 
 
 def _static_routes(router: APIRouter, state: ServerState) -> None:

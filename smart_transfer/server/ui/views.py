@@ -218,7 +218,7 @@ def _schema(
         return (), ""
 
 
-def _cell(value: Any) -> str:
+def cell_text(value: Any) -> str:
     """A value as ``smart-transfer tail`` prints it (null for a missing value), cut to a bound."""
     text = "null" if value is None else str(value)
     return text if len(text) <= PREVIEW_CELL_CHARS else text[: PREVIEW_CELL_CHARS - 1] + "…"
@@ -235,5 +235,5 @@ def preview(repo: DatasetRepository, tip: ChainTip, on_read: Any) -> Preview:
     except (pa.ArrowException, OSError, ValueError) as exc:
         return Preview(bytes_read=budget.spent, problem=f"the last records cannot be read: {exc}")
     columns = table.column_names
-    rows = [[_cell(record[name]) for name in columns] for record in table.to_pylist()]
+    rows = [[cell_text(record[name]) for name in columns] for record in table.to_pylist()]
     return Preview(columns, rows, budget.spent)

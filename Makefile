@@ -11,6 +11,9 @@ ROOT ?= ./.smart-transfer/server
 S3_DIR ?= $(CURDIR)/.smart-transfer/s3-test
 S3_PORT ?= 17480
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (tests wait on servers, storage and subprocesses more than on the
+# two cores; a file's tests stay on one worker, so its module-scoped servers start once). 0: one process.
+TEST_WORKERS ?= 3
 
 NODE_DEPS := tools/asyncapi-validate/node_modules/.installed
 
@@ -65,9 +68,9 @@ docs-serve: install
 
 # Starts the local S3 server (installing Ceph RGW if missing), runs every test, stops S3 even on failure.
 test: install node-deps system-packages
-	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) $(PYTEST_ARGS)
+	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The long fault runs: clients killed at many random points, server killed mid-push, S3 outage and S3 paused
+# The long fault runs, in one process (they load the CPU on purpose and bound every run): clients killed at many random points, server killed mid-push, S3 outage and S3 paused
 # (SIGSTOP) mid-transfer, racing pushers, replicas behind nginx (long pushes, SIGTERM of a replica), and the
 # CLI fuzzer's larger profile (SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES per command, 40 by default).
 test-faults: install node-deps system-packages

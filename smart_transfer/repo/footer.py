@@ -8,14 +8,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from smart_transfer.model import DataField, DataSlice, ObjectKind, ObjectRef
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.storage import ObjectStore
+
+if TYPE_CHECKING:  # pyarrow costs a command about a second to import: only a footer read pays for it
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: A Parquet file ends with the footer's length (4 bytes, little-endian) and the magic ``PAR1``.
 MAGIC = b"PAR1"
@@ -41,6 +42,9 @@ def parse_footer(read: Callable[[int, int], bytes], size: int, name: str) -> pq.
     if tail[4:] != MAGIC or length > min(MAX_FOOTER_BYTES, size - len(MAGIC) - _TAIL):
         raise NotParquet(f"{name} is not a Parquet file")
     footer = read(size - _TAIL - length, size - 1)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         # the footer's offsets point into the data, which reading the metadata never follows
         return pq.read_metadata(pa.BufferReader(MAGIC + footer))
@@ -72,6 +76,8 @@ def file_footer(path: Path) -> pq.FileMetaData:
 
 def sql_type(data_type: Any) -> str:
     """The Spark SQL (DDL) name of an Arrow type, as a ``SetDataSchema`` records it."""
+    import pyarrow as pa
+
     simple = {
         pa.bool_(): "BOOLEAN",
         pa.int8(): "TINYINT",

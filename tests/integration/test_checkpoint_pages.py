@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -36,7 +36,7 @@ from smart_transfer.repo import dataset as dataset_module
 from smart_transfer.repo.layout import object_key
 from smart_transfer.repo.page_cache import PageCache
 from smart_transfer.sync.plan import plan_pull
-from tests.conftest import CLI, ServerProcess
+from tests.conftest import CLI, S3Env, ServerProcess, backend_args
 from tests.scale import RUNTIME_FILES, commit_checkpoint, sst_names, ten_rows_changed, write_checkpoint
 
 
@@ -88,10 +88,14 @@ def test_a_ten_file_change_moves_the_pages_around_it(
         assert restored is not None and sorted(p.name for p in restored.iterdir()) == changed
 
 
+@pytest.mark.timeout(900)
 def test_a_twenty_thousand_file_checkpoint_pushes_pulls_and_verifies(
-    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+    s3_env: S3Env, server_factory: Callable[..., ServerProcess], dataset_name: str, tmp_path: Path
 ) -> None:
-    url = f"{smart_server.url}/{dataset_name}"
+    """On S3 only: 40,000 object transfers are the cost here, and the paging logic is the store's on both
+    (the 1,024-file tests above run on both stores); on the embedded store every byte would also pass
+    through the server, which only makes the test slower."""
+    url = f"{server_factory(*backend_args('s3', s3_env)).url}/{dataset_name}"
     names = sorted([*sst_names(19_996), *RUNTIME_FILES])
     with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
         first = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))

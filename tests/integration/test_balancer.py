@@ -29,7 +29,10 @@ from tests.integration.test_resume_and_expiry import log_of
 def balanced(s3_env: S3Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Balancer, list[ServerProcess]]]:
     root = tmp_path_factory.mktemp("balanced")
     replicas = start_replicas(root, 2, *backend_args("s3", s3_env), "--keepalive-interval", "0.5")
-    balancer = start_balancer(root / "nginx", replicas)
+    # nginx's read timeout well above the keep-alive interval: what these tests race is the push's commit,
+    # and on a loaded machine a replica can be busy for more than the 2 s default between two frames (the
+    # keep-alives beating a short timeout are the fault runs' test, test_balancer_faults.py)
+    balancer = start_balancer(root / "nginx", replicas, read_timeout="10s")
     yield balancer, replicas
     balancer.stop()
     for replica in replicas:

@@ -126,12 +126,32 @@ def test_busy_sessions_are_told_when_to_retry_and_clients_back_off(server_factor
         with ws(server, "/busy/pull") as second:
             busy = error_of(second)
             assert busy["code"] == "Busy" and busy["details"]["retry_after"] == 2
-        released = threading.Timer(1.5, holder.close)
-        released.start()
-        pulled = run_cli("pull", f"{server.url}/busy", workspace=tmp_path / "b")
-        released.join()
-    assert pulled.returncode == 0, pulled.stderr
-    assert "server busy; retrying" in pulled.stderr
+        # the slot is released once the pull has been told it is busy (a timer would race the CLI's start)
+        pull = subprocess.Popen(
+            [*CLI, "pull", f"{server.url}/busy", "--workspace", str(tmp_path / "b")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        told = threading.Event()
+        lines: list[str] = []
+
+        def read_stderr() -> None:
+            assert pull.stderr is not None
+            for line in pull.stderr:
+                lines.append(line)
+                if "server busy; retrying" in line:
+                    told.set()
+
+        reader = threading.Thread(target=read_stderr)
+        reader.start()
+        try:
+            assert told.wait(60), "".join(lines)
+        finally:
+            holder.close()
+        pull.wait(120)
+        reader.join(10)
+    assert pull.returncode == 0, "".join(lines)
 
 
 def test_busy_rest_answers_429_with_retry_after(server_factory: Any) -> None:

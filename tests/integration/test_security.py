@@ -158,16 +158,25 @@ def test_busy_rest_answers_429_with_retry_after(server_factory: Any) -> None:
     server: ServerProcess = server_factory("--max-requests", "1")
     target = f"{server.url}/slow/data/f1220" + "00" * 32
 
+    release = threading.Event()
+
     def slow_body() -> Iterator[bytes]:
         yield b"a"
-        time.sleep(2)
+        release.wait(60)  # the upload holds the one request slot until the test has seen the 429
         yield b"b"
 
-    slow = threading.Thread(target=lambda: httpx.put(target, content=slow_body(), timeout=30))
+    slow = threading.Thread(target=lambda: httpx.put(target, content=slow_body(), timeout=90))
     slow.start()
-    time.sleep(0.5)
-    busy = httpx.get(f"{server.url}/slow/refs/head")
-    slow.join()
+    try:
+        # until the upload reaches the server its slot is free; from then on, every other request is refused
+        deadline = time.monotonic() + 30
+        busy = httpx.get(f"{server.url}/slow/refs/head", timeout=30)
+        while busy.status_code != 429 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            busy = httpx.get(f"{server.url}/slow/refs/head", timeout=30)
+    finally:
+        release.set()
+        slow.join(90)
     assert busy.status_code == 429
     assert busy.headers["retry-after"] == "2"
     assert busy.json()["error"]["code"] == "Busy"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -33,6 +34,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
 )
 SERVER_START_TIMEOUT = 30.0
+#: Seconds any test's plain HTTP request (httpx, without a timeout of its own) may wait, instead of
+#: httpx's 5 s: tests run in parallel workers beside servers and S3 on two cores, and none measures speed.
+TEST_HTTP_TIMEOUT = 60.0
+# httpx binds its default Timeout object into every signature; updated in place, it covers them all.
+_httpx_default = httpx._config.DEFAULT_TIMEOUT_CONFIG
+_httpx_default.connect = _httpx_default.read = _httpx_default.write = _httpx_default.pool = TEST_HTTP_TIMEOUT
 
 
 @dataclass(frozen=True)

@@ -360,3 +360,24 @@ def test_token_profile_refuses_bad_input_and_changes_nothing(tmp_path: Path) -> 
     profile = orjson.loads(printed.stdout)
     assert profile["endpoint"] == "https://h.example/delta-sharing" and profile["bearerToken"].startswith("st_")
     assert [entry["read"] for entry in orjson.loads(tokens.read_bytes())["tokens"]] == [["s*"]]
+
+
+def _both_formats(load: Any, *args: Any, **kwargs: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What a load of the client gives in the parquet format and in the delta format."""
+    return load(*args, use_delta_format=False, **kwargs), load(*args, use_delta_format=True, **kwargs)
+
+
+def test_the_delta_format_gives_what_the_parquet_format_gives(sharing: Sharing, tmp_path: Path) -> None:
+    name = f"delta-{secrets.token_hex(3)}"
+    a = tmp_path / "a"
+    add_typed(a, name, tmp_path / "in", [6, 5, 4])  # blocks 1, 2, 3
+    sharing.push(a, name)
+    url = table_url(sharing.profile(tmp_path, "kernel", name), name)
+    for when in ({}, {"version": 1}, {"version": 2}):
+        parquet, delta = _both_formats(delta_sharing.load_as_pandas, url, **when)
+        pd.testing.assert_frame_equal(delta, parquet)
+    for start, end in ((1, 3), (2, None)):
+        parquet, delta = _both_formats(
+            delta_sharing.load_table_changes_as_pandas, url, starting_version=start, ending_version=end
+        )
+        pd.testing.assert_frame_equal(delta, parquet)

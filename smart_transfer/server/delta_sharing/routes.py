@@ -13,6 +13,13 @@ from fastapi.responses import Response
 
 from smart_transfer.model import InvalidDatasetName, ObjectKind, ObjectRef
 from smart_transfer.server.auth import Access, Grant
+from smart_transfer.server.delta_sharing.delta_format import (
+    ResponseFormat,
+    file_line,
+    header_lines,
+    response_format,
+    table_answer,
+)
 from smart_transfer.server.delta_sharing.docs import (
     GetShareResponse,
     ListSchemasResponse,
@@ -28,10 +35,8 @@ from smart_transfer.server.delta_sharing.query import QUERY_BODY_DOCUMENT, Query
 from smart_transfer.server.delta_sharing.responses import (
     MAX_RESULTS,
     SignedFile,
-    file_fields,
     listing_body,
     metadata_line,
-    ndjson_answer,
     page,
     protocol_line,
     version_answer,
@@ -76,6 +81,7 @@ def caller(request: Request) -> Iterator[Caller]:
 
 Who = Annotated[Caller, Depends(caller)]
 QueryBody = Annotated[QueryRequest, Depends(query_body)]
+Format = Annotated[ResponseFormat, Depends(response_format)]
 router = APIRouter(tags=["Delta Sharing"])
 LISTING: dict[str, Any] = {"responses": errors(404), "response_model_exclude_none": True}
 
@@ -207,10 +213,11 @@ def table_version(
     response_class=Response,
     responses=table_responses("protocol and metaData lines"),
 )
-def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME) -> Response:
+def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME, fmt: Format) -> Response:
     history = _table(who, share, schema, table)
     schema_json = who.tables.schema(history, history.latest)
-    return ndjson_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
+    lines = header_lines(fmt, protocol_line(), metadata_line(history, schema_json, None))
+    return table_answer(fmt, lines, history.latest)
 
 
 def _signed(who: Caller, history: TableHistory, entries: list[TableVersion]) -> list[SignedFile]:
@@ -227,9 +234,14 @@ def _signed(who: Caller, history: TableHistory, entries: list[TableVersion]) -> 
 
 
 def _file_lines(
-    who: Caller, history: TableHistory, entries: list[TableVersion], wrapper: str, with_version: bool
+    who: Caller,
+    history: TableHistory,
+    entries: list[TableVersion],
+    wrapper: str,
+    with_version: bool,
+    fmt: ResponseFormat,
 ) -> list[dict[str, Any]]:
-    return [{wrapper: file_fields(signed, with_version)} for signed in _signed(who, history, entries)]
+    return [file_line(fmt, signed, wrapper, with_version) for signed in _signed(who, history, entries)]
 
 
 def _snapshot_version(history: TableHistory, body: QueryRequest) -> int | None:
@@ -257,7 +269,7 @@ def _range(history: TableHistory, start: int, end: int | None) -> tuple[int, int
     responses=table_responses("protocol, metaData, then a file (or, with startingVersion, an add) line per file"),
     openapi_extra=QUERY_BODY_DOCUMENT,
 )
-def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBody) -> Response:
+def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBody, fmt: Format) -> Response:
     history = _table(who, share, schema, table)
     travel = [name for name in ("version", "timestamp", "startingVersion") if getattr(body, name) is not None]
     if len(travel) > 1:
@@ -271,13 +283,13 @@ def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBod
         first, last = _range(history, body.startingVersion, body.endingVersion)
         files = prune(history.files(first, last), intervals, None)
         schema_json = who.tables.schema(history, last)
-        lines = [protocol_line(), metadata_line(history, schema_json, first)]
-        return ndjson_answer(lines + _file_lines(who, history, files, "add", True), first)
+        lines = header_lines(fmt, protocol_line(), metadata_line(history, schema_json, first))
+        return table_answer(fmt, lines + _file_lines(who, history, files, "add", True, fmt), first)
     version = _snapshot_version(history, body)
     at = version if version is not None else history.latest
     files = prune(history.files(0, at), intervals, body.limitHint)
-    lines = [protocol_line(), metadata_line(history, who.tables.schema(history, at), version)]
-    return ndjson_answer(lines + _file_lines(who, history, files, "file", version is not None), at)
+    lines = header_lines(fmt, protocol_line(), metadata_line(history, who.tables.schema(history, at), version))
+    return table_answer(fmt, lines + _file_lines(who, history, files, "file", version is not None, fmt), at)
 
 
 def _changes_range(
@@ -305,6 +317,7 @@ def table_changes(
     share: NAME,
     schema: NAME,
     table: NAME,
+    fmt: Format,
     starting_version: Annotated[int | None, Query(alias="startingVersion", ge=0)] = None,
     starting_timestamp: Annotated[str | None, Query(alias="startingTimestamp", max_length=64)] = None,
     ending_version: Annotated[int | None, Query(alias="endingVersion", ge=0)] = None,
@@ -313,5 +326,5 @@ def table_changes(
 ) -> Response:
     history = _table(who, share, schema, table)
     first, last = _changes_range(history, (starting_version, starting_timestamp), (ending_version, ending_timestamp))
-    lines = [protocol_line(), metadata_line(history, who.tables.schema(history, last), first)]
-    return ndjson_answer(lines + _file_lines(who, history, history.files(first, last), "add", True), first)
+    lines = header_lines(fmt, protocol_line(), metadata_line(history, who.tables.schema(history, last), first))
+    return table_answer(fmt, lines + _file_lines(who, history, history.files(first, last), "add", True, fmt), first)

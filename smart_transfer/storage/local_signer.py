@@ -25,6 +25,8 @@ from smart_transfer.storage.errors import InvalidKey, PresigningUnavailable, Pre
 PRESIGN_ROUTE = "/_store/"
 #: Bytes of the random signing key.
 SIGNING_KEY_BYTES = 32
+#: The query key of the method a URL is signed for (see ``presign``).
+_METHOD = "sp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,9 @@ class HmacSigner:
         expires = int(time.time()) + ttl_seconds
         md5_hex = md5_hex_from_base64(content_md5) if content_md5 else ""
         signature = self._signature(method, key, expires, md5_hex, part)
-        query = {"method": method, "expires": str(expires), "signature": signature}
+        # the bound method travels as ``sp`` (a SAS's "signed permissions"): a query key by which Delta
+        # kernels (delta-kernel-rs, under the Delta Sharing client) know a presigned URL and fetch it over HTTP
+        query = {_METHOD: method, "expires": str(expires), "signature": signature}
         if md5_hex:
             query["md5"] = md5_hex
         if part is not None:
@@ -92,7 +96,7 @@ class HmacSigner:
         except InvalidKey:
             raise PresignRefused("invalid key") from None
         signature = query.get("signature", "")
-        bound_method = query.get("method", "")
+        bound_method = query.get(_METHOD, "")
         md5_hex = query.get("md5", "")
         try:
             expires = int(query.get("expires", ""))

@@ -154,8 +154,10 @@ def test_the_delta_sharing_client_reads_what_a_pull_reads(sharing: Sharing, tmp_
         t[2] for t in listed
     }
     assert len(delta_sharing.load_as_pandas(table_url(profile, other))) == 10
+    the_delta_format_gives_what_the_parquet_format_gives(profile, name)  # on the same table: no second setup
+    the_delta_format_is_chosen_by_the_capabilities_header(sharing, name)
     if sharing.server.backend == "s3":
-        assert sharing.bytes_through_server() == 0  # the client read every file from S3 itself
+        assert sharing.bytes_through_server() == 0  # the client read every file from S3 itself, in both formats
 
 
 def _rest(profile: Path) -> DataSharingRestClient:
@@ -487,3 +489,71 @@ def test_max_results_zero_and_strict_fields_follow_the_protocol(sharing: Sharing
             _error(http.get(f"{table}/changes", params=params), 400, "INVALID_PARAMETER_VALUE")
         good = http.post(f"{table}/query", json={"startingVersion": 0, "endingVersion": 1, "limitHint": 1})
         assert good.status_code == 200 and len(good.text.splitlines()) == 3
+
+
+def _both_formats(load: Any, *args: Any, **kwargs: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What a load of the client gives in the parquet format and in the delta format."""
+    return load(*args, use_delta_format=False, **kwargs), load(*args, use_delta_format=True, **kwargs)
+
+
+def _lines(answer: httpx.Response) -> list[dict[str, Any]]:
+    assert answer.status_code == 200, answer.text
+    return [orjson.loads(line) for line in answer.text.splitlines()]
+
+
+def the_delta_format_gives_what_the_parquet_format_gives(profile: Path, name: str) -> None:
+    """With ``use_delta_format=True`` (the client reads through delta-kernel-rs) every load and change feed
+    of ``name`` (three versions) equals the parquet format's."""
+    url = table_url(profile, name)
+    stamps = {
+        a.version: a.timestamp
+        for a in _rest(profile)
+        .list_table_changes(Table(name=name, share=SHARE, schema=SCHEMA), CdfOptions(starting_version=1))
+        .actions
+    }
+    for when in ({}, {"version": 1}, {"version": 2}, {"timestamp": _iso(stamps[2])}):
+        parquet, delta = _both_formats(delta_sharing.load_as_pandas, url, **when)
+        pd.testing.assert_frame_equal(delta, parquet)
+    for start, end in ((1, 3), (2, None)):
+        parquet, delta = _both_formats(
+            delta_sharing.load_table_changes_as_pandas, url, starting_version=start, ending_version=end
+        )
+        # the client's kernel path takes a version's time from the mtime it gives its local log file: whole
+        # seconds, as a datetime, where the parquet path gives the server's milliseconds
+        committed = parquet.pop("_commit_timestamp") // 1000
+        assert list(delta.pop("_commit_timestamp").astype("int64") // 10**6) == list(committed)
+        pd.testing.assert_frame_equal(delta, parquet)
+
+
+def the_delta_format_is_chosen_by_the_capabilities_header(sharing: Sharing, name: str) -> None:
+    """The protocol's header chooses the format (parquet unless delta alone is asked) and the answer names
+    it; the delta lines wrap the parquet format's files, versions and statistics as Delta actions."""
+    table = f"{sharing.server.url}/delta-sharing/shares/{SHARE}/schemas/{SCHEMA}/tables/{name.replace('.', '__')}"
+    with httpx.Client(headers={"Authorization": f"Bearer {sharing.writer}"}) as http:
+        asked = {"delta-sharing-capabilities": "ResponseFormat=Delta;readerfeatures=deletionvectors"}
+        delta_lines = _lines(answer := http.post(f"{table}/query", json={"version": 2}, headers=asked))
+        assert answer.headers["delta-sharing-capabilities"] == "responseformat=delta"
+        parquet_lines = _lines(http.post(f"{table}/query", json={"version": 2}))
+        assert delta_lines[0] == {"protocol": {"deltaProtocol": {"minReaderVersion": 1, "minWriterVersion": 4}}}
+        metadata = delta_lines[1]["metaData"]
+        assert metadata["version"] == 2 and metadata["numFiles"] == 2
+        assert metadata["deltaMetadata"]["configuration"] == {"delta.enableChangeDataFeed": "true"}
+        assert metadata["deltaMetadata"]["schemaString"] == parquet_lines[1]["metaData"]["schemaString"]
+        adds = [(line["file"]["id"], line["file"]["deltaSingleAction"]["add"]) for line in delta_lines[2:]]
+        files = [line["file"] for line in parquet_lines[2:]]
+        assert [(i, add["path"].split("?")[0], add["size"], add["stats"]) for i, add in adds] == [
+            (f["id"], f["url"].split("?")[0], f["size"], f["stats"]) for f in files
+        ]
+        assert [line["file"]["version"] for line in delta_lines[2:]] == [1, 2]
+        for offered in ("responseformat=delta,parquet", "readerfeatures=columnmapping", ""):
+            answer = http.get(f"{table}/metadata", headers={"delta-sharing-capabilities": offered})
+            assert "protocol" in _lines(answer)[0] and "deltaProtocol" not in _lines(answer)[0]["protocol"]
+            assert answer.headers["delta-sharing-capabilities"] == "responseformat=parquet"
+        changes = http.get(f"{table}/changes", params={"startingVersion": 3}, headers=asked)
+        assert [line["file"]["deltaSingleAction"]["add"]["dataChange"] for line in _lines(changes)[2:]] == [True]
+        assert [line["file"]["version"] for line in _lines(changes)[2:]] == [3]
+        _error(
+            http.get(f"{table}/metadata", headers={"delta-sharing-capabilities": "responseformat=avro"}),
+            400,
+            "INVALID_PARAMETER_VALUE",
+        )

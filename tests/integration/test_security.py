@@ -289,7 +289,7 @@ def test_names_and_hashes_never_reach_outside_the_root(local_server: ServerProce
         f"/ok/blocks/{name}",
         f"/ok/{name}/{digest}",
         f"/ok/data/{digest}?redirect={name}",
-        f"/_store/{name}?method=GET&expires=9999999999&signature=x",
+        f"/_store/{name}?sp=GET&expires=9999999999&signature=x",
     ):
         for method in ("GET", "PUT"):
             response = httpx.request(method, local_server.url + path, content=b"x", timeout=10)

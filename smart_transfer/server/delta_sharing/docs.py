@@ -1,5 +1,5 @@
 """What the Delta Sharing OpenAPI document says about the answers: the listing bodies as models, the
-NDJSON table answers with their ``Delta-Table-Version`` header, and the protocol's error body for each
+NDJSON table answers with their ``Delta-Table-Version`` and format headers, and the protocol's error body for each
 status a route may answer."""
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ _ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/
 _VERSION_HEADER = {
     "Delta-Table-Version": {"description": "the table version the answer is of", "schema": {"type": "integer"}}
 }
+_FORMAT_HEADER = {
+    "delta-sharing-capabilities": {
+        "description": "`responseformat=parquet` or `responseformat=delta`: the format of the lines, chosen by the "
+        "request's header of the same name (delta: each line wraps a Delta Lake action, `deltaProtocol`, "
+        "`deltaMetadata` or `deltaSingleAction` whose `path` is the presigned URL)",
+        "schema": {"type": "string", "enum": ["responseformat=parquet", "responseformat=delta"]},
+    }
+}
 #: The statuses every route may answer (no or unknown token, busy, shutting down).
 _ALWAYS = (400, 401, 429, 503)
 
@@ -76,4 +84,5 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 def table_responses(description: str, ndjson: bool = True) -> dict[int | str, dict[str, Any]]:
     """A table answer: NDJSON lines (or no body) with the version header, and the table's errors."""
     content = {"application/x-ndjson": {"schema": {"type": "string"}}} if ndjson else {}
-    return {200: {"description": description, "headers": _VERSION_HEADER, "content": content}, **errors(403, 404)}
+    headers = {**_VERSION_HEADER, **_FORMAT_HEADER} if ndjson else _VERSION_HEADER
+    return {200: {"description": description, "headers": headers, "content": content}, **errors(403, 404)}

@@ -15,6 +15,13 @@ from fastapi.responses import Response
 from smart_transfer.model import ObjectKind, ObjectRef
 from smart_transfer.repo.footer_stats import SliceStats
 from smart_transfer.server.auth import Access, Grant
+from smart_transfer.server.delta_sharing.delta_format import (
+    ResponseFormat,
+    file_line,
+    header_lines,
+    response_format,
+    table_answer,
+)
 from smart_transfer.server.delta_sharing.docs import (
     GetShareResponse,
     ListSchemasResponse,
@@ -30,10 +37,8 @@ from smart_transfer.server.delta_sharing.query import LONG_MAX, QUERY_BODY_DOCUM
 from smart_transfer.server.delta_sharing.responses import (
     MAX_RESULTS,
     SignedFile,
-    file_fields,
     listing_body,
     metadata_line,
-    ndjson_answer,
     page,
     protocol_line,
     version_answer,
@@ -88,6 +93,7 @@ def caller(request: Request) -> Iterator[Caller]:
 
 Who = Annotated[Caller, Depends(caller)]
 QueryBody = Annotated[QueryRequest, Depends(query_body)]
+Format = Annotated[ResponseFormat, Depends(response_format)]
 router = APIRouter(tags=["Delta Sharing"])
 LISTING: dict[str, Any] = {"responses": errors(404), "response_model_exclude_none": True}
 
@@ -220,10 +226,11 @@ def table_version(
     response_class=Response,
     responses=table_responses("protocol and metaData lines"),
 )
-def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME) -> Response:
+def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME, fmt: Format) -> Response:
     history = _table(who, share, schema, table)
     schema_json = who.tables.schema(history, history.latest)
-    return ndjson_answer([protocol_line(), metadata_line(history, schema_json, None)], history.latest)
+    lines = header_lines(fmt, protocol_line(), metadata_line(history, schema_json, None))
+    return table_answer(fmt, lines, history.latest)
 
 
 def _signed(who: Caller, history: TableHistory, chosen: list[tuple[TableVersion, SliceStats]]) -> list[SignedFile]:
@@ -245,13 +252,14 @@ def _file_lines(
     entries: list[TableVersion],
     hints: tuple[Predicate | None, int | None],
     answer: tuple[str, bool],
+    fmt: ResponseFormat,
 ) -> list[dict[str, Any]]:
-    """The file lines (``wrapper``: file or add) of the ``entries`` the hints keep."""
+    """The file lines (``wrapper``: file or add) of the ``entries`` the hints keep, in the answer's format."""
     predicate, limit = hints
     wrapper, with_version = answer
     pairs = list(zip(entries, who.tables.stats(history, entries), strict=True))
     chosen = prune(pairs, [stats for _, stats in pairs], predicate, limit)
-    return [{wrapper: file_fields(signed, with_version)} for signed in _signed(who, history, chosen)]
+    return [file_line(fmt, signed, wrapper, with_version) for signed in _signed(who, history, chosen)]
 
 
 def _snapshot_version(history: TableHistory, body: QueryRequest) -> int | None:
@@ -279,7 +287,7 @@ def _range(history: TableHistory, start: int, end: int | None) -> tuple[int, int
     responses=table_responses("protocol, metaData, then a file (or, with startingVersion, an add) line per file"),
     openapi_extra=QUERY_BODY_DOCUMENT,
 )
-def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBody) -> Response:
+def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBody, fmt: Format) -> Response:
     history = _table(who, share, schema, table)
     travel = [name for name in ("version", "timestamp", "startingVersion") if getattr(body, name) is not None]
     if len(travel) > 1:
@@ -292,14 +300,15 @@ def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBod
     if body.startingVersion is not None:
         first, last = _range(history, body.startingVersion, body.endingVersion)
         schema_json = who.tables.schema(history, last)
-        lines = [protocol_line(), metadata_line(history, schema_json, first)]
-        files = _file_lines(who, history, history.files(first, last), (predicate, None), ("add", True))
-        return ndjson_answer(lines + files, first)
+        lines = header_lines(fmt, protocol_line(), metadata_line(history, schema_json, first))
+        files = _file_lines(who, history, history.files(first, last), (predicate, None), ("add", True), fmt)
+        return table_answer(fmt, lines + files, first)
     version = _snapshot_version(history, body)
     at = version if version is not None else history.latest
-    lines = [protocol_line(), metadata_line(history, who.tables.schema(history, at), version)]
-    files = _file_lines(who, history, history.files(0, at), (predicate, body.limitHint), ("file", version is not None))
-    return ndjson_answer(lines + files, at)
+    lines = header_lines(fmt, protocol_line(), metadata_line(history, who.tables.schema(history, at), version))
+    snapshot = ("file", version is not None)
+    files = _file_lines(who, history, history.files(0, at), (predicate, body.limitHint), snapshot, fmt)
+    return table_answer(fmt, lines + files, at)
 
 
 def _changes_range(
@@ -327,6 +336,7 @@ def table_changes(
     share: NAME,
     schema: NAME,
     table: NAME,
+    fmt: Format,
     starting_version: Annotated[int | None, Query(alias="startingVersion", ge=0, le=LONG_MAX)] = None,
     starting_timestamp: Annotated[str | None, Query(alias="startingTimestamp", max_length=64)] = None,
     ending_version: Annotated[int | None, Query(alias="endingVersion", ge=0, le=LONG_MAX)] = None,
@@ -335,6 +345,6 @@ def table_changes(
 ) -> Response:
     history = _table(who, share, schema, table)
     first, last = _changes_range(history, (starting_version, starting_timestamp), (ending_version, ending_timestamp))
-    lines = [protocol_line(), metadata_line(history, who.tables.schema(history, last), first)]
-    files = _file_lines(who, history, history.files(first, last), (None, None), ("add", True))
-    return ndjson_answer(lines + files, first)
+    lines = header_lines(fmt, protocol_line(), metadata_line(history, who.tables.schema(history, last), first))
+    files = _file_lines(who, history, history.files(first, last), (None, None), ("add", True), fmt)
+    return table_answer(fmt, lines + files, first)

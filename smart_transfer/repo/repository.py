@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
 
@@ -21,6 +22,8 @@ from smart_transfer.storage.local import INTERNAL_DIR, LocalStore
 #: Where the CLI keeps its workspace unless ``--workspace`` or this variable says otherwise.
 WORKSPACE_ENV = "SMART_TRANSFER_WORKSPACE"
 DEFAULT_WORKSPACE = Path(".smart-transfer/workspace")
+#: Head references a listing reads at once (``Repository.with_heads``).
+HEAD_READS_PARALLEL = 16
 
 
 class Repository:
@@ -39,15 +42,30 @@ class Repository:
             lock = self._locks.setdefault(valid, threading.Lock())
         return DatasetRepository(self.store, self.index, valid, lock)
 
-    def dataset_names(self) -> Iterator[DatasetName]:
-        """Names of the datasets that have a head, in name order."""
-        for child in self.store.list_children(""):
-            try:
-                name = DatasetName(child)
-            except InvalidDatasetName:
-                continue
+    def dataset_names(self, after: str | None = None) -> Iterator[DatasetName]:
+        """Names of the datasets that have a head, in the store's order (``candidate_names``)."""
+        for name in self.candidate_names(after):
             if self.store.read_ref(head_key(name)) is not None:
                 yield name
+
+    def candidate_names(self, after: str | None = None) -> Iterator[DatasetName]:
+        """The valid dataset names the store has a folder for, after ``after``, in the store's order of
+        folders (``ObjectStore.list_children``: by ``name + "/"``), read lazily: S3 lists a page at a time
+        from ``after``. A folder without a head is a first push under way (see ``with_heads``)."""
+        for child in self.store.list_children("", after):
+            try:
+                yield DatasetName(child)
+            except InvalidDatasetName:
+                continue
+
+    def with_heads(self, names: Sequence[DatasetName]) -> list[DatasetName]:
+        """Those of ``names`` that have a head, in their order (the refs read HEAD_READS_PARALLEL at a
+        time: on S3 each is a round trip)."""
+        if len(names) <= 1:
+            return [name for name in names if self.store.read_ref(head_key(name)) is not None]
+        with ThreadPoolExecutor(max_workers=min(len(names), HEAD_READS_PARALLEL)) as pool:
+            heads = list(pool.map(lambda name: self.store.read_ref(head_key(name)), names))
+        return [name for name, head in zip(names, heads, strict=True) if head is not None]
 
     def close(self) -> None:
         self.index.close()

@@ -99,7 +99,10 @@ def _describe_route(app: FastAPI, state: ServerState) -> None:
         "text/html to application/json) is sent to the web view at /ui instead; every other client gets "
         "this JSON.",
         response_model=ServerInfo,
-        responses={303: {"description": "a browser: see the web view at Location (/ui)"}, **error_responses()},
+        responses={
+            303: {"description": "a browser: see the web view at Location (/ui)"},
+            **error_responses(ErrorCode.INVALID_REQUEST),
+        },
     )
     async def describe_server(
         request: Request,

@@ -16,7 +16,7 @@ pushes. Then a real ``smart-transfer serve`` answers, timed from outside:
     PYTHONPATH=$PWD .venv/bin/python scripts/many_datasets.py [--datasets 10000] [--reps 3] [--store local|s3|both]
 
 S3 needs SMART_TRANSFER_TEST_S3_ENDPOINT and _BUCKET (``source /work/wt/s3-env.sh`` or scripts/s3-local.sh env).
-Prints one line per measure and writes bench-results/many-datasets/timings.json."""
+Prints one line per measure and writes bench-results/many-datasets/timings-STORE.json."""
 
 from __future__ import annotations
 
@@ -59,8 +59,11 @@ def s3_args(prefix: str) -> list[str]:
     return ["--s3-endpoint", endpoint, "--s3-bucket", bucket, "--s3-prefix", prefix]
 
 
-def build(root: Path, kind: str, count: int) -> list[str]:
-    """``count`` datasets committed into the store and index the server will open; its ``serve`` options."""
+def build(root: Path, kind: str, count: int, reuse: str | None) -> list[str]:
+    """``count`` datasets committed into the store and index the server will open; its ``serve`` options.
+    ``reuse``: an S3 prefix a run before built them under (its server index starts cold)."""
+    if kind == "s3" and reuse:
+        return s3_args(reuse)
     extra = s3_args(f"many-{os.getpid()}-{time.time_ns()}") if kind == "s3" else []
     settings = ServerSettings(root=root)
     if extra:
@@ -149,10 +152,10 @@ def whole_listings(root: Path, url: str, token: str) -> dict[str, Any]:
     }
 
 
-def measure(kind: str, count: int, reps: int) -> dict[str, Any]:
+def measure(kind: str, count: int, reps: int, options: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="many-datasets-") as work:
         root = Path(work)
-        extra = build(root / "server", kind, count)
+        extra = build(root / "server", kind, count, options.s3_prefix)
         tokens = root / "tokens.json"
         everything = add_token(tokens, "all", "*")
         few = add_token(tokens, "few", "ds-0999*")
@@ -165,7 +168,8 @@ def measure(kind: str, count: int, reps: int) -> dict[str, Any]:
                 for face, figure in first_pages(url, token, reps).items():
                     results[f"{face} ({label})"] = figure
             results["rss after first pages (KiB)"] = memory_kib(process.pid)
-            results.update(whole_listings(root, url, everything))
+            if not options.first_pages_only:
+                results.update(whole_listings(root, url, everything))
             results["rss at the end (KiB)"] = memory_kib(process.pid)
         finally:
             server.stop()
@@ -177,11 +181,13 @@ def main() -> None:
     parser.add_argument("--datasets", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--store", choices=("local", "s3", "both"), default="both")
+    parser.add_argument("--s3-prefix", help="datasets a run before built under this S3 prefix (no build)")
+    parser.add_argument("--first-pages-only", action="store_true", help="skip the every-page listings")
     args = parser.parse_args()
     kinds = ["local", "s3"] if args.store == "both" else [args.store]
     report: dict[str, Any] = {"datasets": args.datasets}
     for kind in kinds:
-        report[kind] = results = measure(kind, args.datasets, args.reps)
+        report[kind] = results = measure(kind, args.datasets, args.reps, args)
         for name, value in results.items():
             if isinstance(value, tuple):
                 seconds, items, more = value
@@ -189,7 +195,7 @@ def main() -> None:
             else:
                 print(f"[{kind}] {name}: {value}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "timings.json").write_text(json.dumps(report, indent=2) + "\n")
+    (OUT / f"timings-{args.store}.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Self
+from typing import Self, TypeVar
 
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.repo.dataset import DatasetRepository
@@ -24,6 +24,17 @@ WORKSPACE_ENV = "SMART_TRANSFER_WORKSPACE"
 DEFAULT_WORKSPACE = Path(".smart-transfer/workspace")
 #: Head references a listing reads at once (``Repository.with_heads``).
 HEAD_READS_PARALLEL = 16
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def per_dataset(work: Callable[[T], R], names: Sequence[T]) -> list[R]:
+    """``work`` of each of ``names``, in their order, HEAD_READS_PARALLEL at a time (a page of a listing:
+    on S3 each reads at least a head, one round trip)."""
+    if len(names) <= 1:
+        return [work(name) for name in names]
+    with ThreadPoolExecutor(max_workers=min(len(names), HEAD_READS_PARALLEL)) as pool:
+        return list(pool.map(work, names))
 
 
 class Repository:
@@ -61,10 +72,7 @@ class Repository:
     def with_heads(self, names: Sequence[DatasetName]) -> list[DatasetName]:
         """Those of ``names`` that have a head, in their order (the refs read HEAD_READS_PARALLEL at a
         time: on S3 each is a round trip)."""
-        if len(names) <= 1:
-            return [name for name in names if self.store.read_ref(head_key(name)) is not None]
-        with ThreadPoolExecutor(max_workers=min(len(names), HEAD_READS_PARALLEL)) as pool:
-            heads = list(pool.map(lambda name: self.store.read_ref(head_key(name)), names))
+        heads = per_dataset(lambda name: self.store.read_ref(head_key(name)), names)
         return [name for name, head in zip(names, heads, strict=True) if head is not None]
 
     def close(self) -> None:

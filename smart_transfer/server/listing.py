@@ -93,17 +93,29 @@ def readable_datasets(
     batch: list[DatasetName] = []
     for examined, name in enumerate(candidates, 1):
         after = name
-        if may_list(grant, name) and (matches is None or matches(name)):
+        if shown(grant, name, matches):
             batch.append(name)
         if len(batch) + len(names) >= limit or examined >= MAX_EXAMINED:
             names += repository.with_heads(batch)
             batch = []
             if len(names) >= limit or examined >= MAX_EXAMINED:
-                return DatasetPage(names, _next(candidates, after))
+                return DatasetPage(names, _next(candidates, after, examined, lambda n: shown(grant, n, matches)))
     names += repository.with_heads(batch)
     return DatasetPage(names, None)
 
 
-def _next(candidates: Iterator[DatasetName], after: str) -> str | None:
-    """The next page's token when the store has more folders (a later page may still come out empty)."""
-    return page_token(after) if next(candidates, None) is not None else None
+def shown(grant: Grant | None, name: str, matches: Callable[[str], bool] | None) -> bool:
+    """Whether a listing that filters with ``matches`` shows ``name`` to ``grant`` (if it has a head)."""
+    return may_list(grant, name) and (matches is None or matches(name))
+
+
+def _next(candidates: Iterator[DatasetName], after: str, examined: int, wanted: Callable[[str], bool]) -> str | None:
+    """The next page's token: None unless the store has a further folder the listing would show (looked
+    for within the page's MAX_EXAMINED names; past them, a token from the last one looked at)."""
+    for count, name in enumerate(candidates, examined + 1):
+        if wanted(name):
+            return page_token(after)
+        after = name
+        if count >= MAX_EXAMINED:
+            return page_token(after)
+    return None

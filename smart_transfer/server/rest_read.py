@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -20,7 +19,7 @@ from smart_transfer.protocol.rest import BlockPosition, DatasetInfo, ObjectTotal
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import DatasetNotFound
-from smart_transfer.repo.repository import HEAD_READS_PARALLEL
+from smart_transfer.repo.repository import per_dataset
 from smart_transfer.server.rest_common import (
     BINARY,
     DatasetParam,
@@ -77,8 +76,7 @@ def describe_many(repository: Repository, names: list[str]) -> list[DatasetInfo]
         except DatasetNotFound:
             return None
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(names), HEAD_READS_PARALLEL))) as pool:
-        return [info for info in pool.map(described, names) if info is not None]
+    return [info for info in per_dataset(described, names) if info is not None]
 
 
 @router.get(

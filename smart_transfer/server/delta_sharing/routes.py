@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 
 from smart_transfer.model import ObjectKind, ObjectRef
+from smart_transfer.repo.repository import per_dataset
 from smart_transfer.server.auth import Access, Grant
 from smart_transfer.server.delta_sharing.docs import (
     GetShareResponse,
@@ -111,14 +112,16 @@ def _table(who: Caller, share: str, schema: str, table: str) -> TableHistory:
 
 
 def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
-    items = []
-    for name in names:
+    """The tables among ``names``, HEAD_READS_PARALLEL at a time (on S3 each reads its head)."""
+
+    def item(name: str) -> dict[str, Any] | None:
         try:
             history = who.tables.history(name)
         except SharingError:  # no schema and no data yet, or deleted since listed
-            continue
-        items.append({"name": table_name(name), "schema": SCHEMA, "share": SHARE, "id": history.table_id})
-    return items
+            return None
+        return {"name": table_name(name), "schema": SCHEMA, "share": SHARE, "id": history.table_id}
+
+    return [found for found in per_dataset(item, names) if found is not None]
 
 
 @router.get(

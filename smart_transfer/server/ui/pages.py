@@ -10,6 +10,7 @@ from typing import Any
 
 from smart_transfer.model import ModelError
 from smart_transfer.repo.errors import DatasetNotFound
+from smart_transfer.repo.repository import per_dataset
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, table_name
 from smart_transfer.server.listing import MAX_DATASETS_PER_PAGE, readable_datasets
 from smart_transfer.server.state import ServerState
@@ -89,13 +90,15 @@ def sort_of(sort: str | None, order: str | None) -> tuple[str, str]:
 
 
 def _summaries(state: ServerState, memory: Remembered, names: list[str]) -> list[DatasetRow]:
-    rows: list[DatasetRow] = []
-    for name in names:
+    """Each dataset's summary, HEAD_READS_PARALLEL at a time (on S3 each reads its head)."""
+
+    def summary(name: str) -> DatasetRow | None:
         try:
-            rows.append(memory.summary(state.repository.dataset(name)))
+            return memory.summary(state.repository.dataset(name))
         except (ModelError, DatasetNotFound):
-            continue  # removed since it was listed
-    return rows
+            return None  # removed since it was listed
+
+    return [row for row in per_dataset(summary, names) if row is not None]
 
 
 def datasets_page(

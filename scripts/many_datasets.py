@@ -121,7 +121,7 @@ def first_pages(url: str, token: str, reps: int) -> dict[str, Any]:
     ui, page = timed(lambda: fetch(f"{url}/ui", cookie), reps)
     tables, answer = timed(lambda: json.loads(fetch(sharing, bearer)), reps)
     return {
-        "GET / first page": (rest, len(listed["datasets"]), listed["next_page_token"] is not None),
+        "GET / first page": (rest, len(listed["datasets"]), listed.get("next_page_token") is not None),
         "web view first page": (ui, page.count(b'class="dataset"'), b'id="next-page"' in page),
         "all-tables first page": (tables, len(answer["items"]), "nextPageToken" in answer),
     }
@@ -183,6 +183,7 @@ def main() -> None:
     parser.add_argument("--store", choices=("local", "s3", "both"), default="both")
     parser.add_argument("--s3-prefix", help="datasets a run before built under this S3 prefix (no build)")
     parser.add_argument("--first-pages-only", action="store_true", help="skip the every-page listings")
+    parser.add_argument("--label", default="", help="added to the results file's name (e.g. -before)")
     args = parser.parse_args()
     kinds = ["local", "s3"] if args.store == "both" else [args.store]
     report: dict[str, Any] = {"datasets": args.datasets}
@@ -195,7 +196,7 @@ def main() -> None:
             else:
                 print(f"[{kind}] {name}: {value}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"timings-{args.store}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (OUT / f"timings-{args.store}{args.label}.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

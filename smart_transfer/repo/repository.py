@@ -70,10 +70,13 @@ class Repository:
                 continue
 
     def with_heads(self, names: Sequence[DatasetName]) -> list[DatasetName]:
-        """Those of ``names`` that have a head, in their order (the refs read HEAD_READS_PARALLEL at a
-        time: on S3 each is a round trip)."""
-        heads = per_dataset(lambda name: self.store.read_ref(head_key(name)), names)
-        return [name for name, head in zip(names, heads, strict=True) if head is not None]
+        """Those of ``names`` that have a head, in their order. One the index has synced had a head (no
+        operation removes a head; a dataset deleted from the store by hand stays listed until a request
+        touches it and the index forgets it); the others' refs are read, HEAD_READS_PARALLEL at a time
+        (on S3 each is a round trip)."""
+        unknown = [name for name in names if self.index.tip(name) is None]
+        heads = dict(zip(unknown, per_dataset(lambda name: self.store.read_ref(head_key(name)), unknown), strict=True))
+        return [name for name in names if name not in heads or heads[name] is not None]
 
     def close(self) -> None:
         self.index.close()

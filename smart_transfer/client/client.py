@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from smart_transfer.client.flows.follow import Follower
@@ -209,11 +209,20 @@ class Client:
         return await retry_when_busy(lambda: dataset_status(dataset, remote, self.token, self.settings), self.warn)
 
     async def list_datasets(self, server_url: str) -> list[DatasetInfo]:
-        """The datasets of the server at ``server_url`` the token may read, each described."""
-        from smart_transfer.client.inspection.status import list_datasets
+        """The datasets of the server at ``server_url`` the token may read, each described (every page)."""
+        return [info async for page in self.dataset_pages(server_url) for info in page]
+
+    async def dataset_pages(self, server_url: str, page_size: int | None = None) -> AsyncIterator[list[DatasetInfo]]:
+        """The datasets of the server at ``server_url`` the token may read, each described, a page at a
+        time as the server pages them (``page_size`` per page; None: the server's default), each page
+        retried when the server is Busy."""
+        from smart_transfer.client.inspection.status import dataset_pages
 
         server = RemoteServer.parse(server_url)
-        return await retry_when_busy(lambda: list_datasets(server, self.token, self.settings), self.warn)
+        async for page in dataset_pages(
+            server, self.token, self.settings, lambda run: retry_when_busy(run, self.warn), page_size
+        ):
+            yield page
 
     def dataset(self, name: str) -> LocalDataset:
         """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""

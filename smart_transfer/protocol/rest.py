@@ -7,16 +7,6 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 
-class ServerInfo(BaseModel):
-    """What ``GET /`` says: the server, and the datasets the token may read (never where they are stored)."""
-
-    server: str
-    version: str
-    store: str
-    datasets: list[str]
-    object_bytes_through_server: int
-
-
 class ObjectTotals(BaseModel):
     """How many objects of one kind a dataset's chain references, and their bytes."""
 
@@ -46,3 +36,22 @@ class DatasetInfo(BaseModel):
         description="with ?block=HASH: whether and where that block is on the chain (one round trip "
         "tells a client whether its head is behind this one, see `smart-transfer status`)",
     )
+
+
+class ServerInfo(BaseModel):
+    """What ``GET /`` says: the server, and a page of the datasets the token may read (never where they
+    are stored), with the token of the next page (None on the last)."""
+
+    server: str
+    version: str
+    store: str
+    datasets: list[str]
+    next_page_token: str | None = Field(
+        default=None, description="pass it as ?page_token= for the next page; null: this is the last"
+    )
+    described: list[DatasetInfo] | None = Field(
+        default=None,
+        description="with ?describe=true: each dataset of the page as GET /{dataset} describes it (one "
+        "deleted since it was listed is left out)",
+    )
+    object_bytes_through_server: int

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Self
+from typing import Self, TypeVar
 
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.repo.dataset import DatasetRepository
@@ -21,6 +22,19 @@ from smart_transfer.storage.local import INTERNAL_DIR, LocalStore
 #: Where the CLI keeps its workspace unless ``--workspace`` or this variable says otherwise.
 WORKSPACE_ENV = "SMART_TRANSFER_WORKSPACE"
 DEFAULT_WORKSPACE = Path(".smart-transfer/workspace")
+#: Head references a listing reads at once (``Repository.with_heads``).
+HEAD_READS_PARALLEL = 16
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def per_dataset(work: Callable[[T], R], names: Sequence[T]) -> list[R]:
+    """``work`` of each of ``names``, in their order, HEAD_READS_PARALLEL at a time (a page of a listing:
+    on S3 each reads at least a head, one round trip)."""
+    if len(names) <= 1:
+        return [work(name) for name in names]
+    with ThreadPoolExecutor(max_workers=min(len(names), HEAD_READS_PARALLEL)) as pool:
+        return list(pool.map(work, names))
 
 
 class Repository:
@@ -39,15 +53,30 @@ class Repository:
             lock = self._locks.setdefault(valid, threading.Lock())
         return DatasetRepository(self.store, self.index, valid, lock)
 
-    def dataset_names(self) -> Iterator[DatasetName]:
-        """Names of the datasets that have a head, in name order."""
-        for child in self.store.list_children(""):
-            try:
-                name = DatasetName(child)
-            except InvalidDatasetName:
-                continue
+    def dataset_names(self, after: str | None = None) -> Iterator[DatasetName]:
+        """Names of the datasets that have a head, in the store's order (``candidate_names``)."""
+        for name in self.candidate_names(after):
             if self.store.read_ref(head_key(name)) is not None:
                 yield name
+
+    def candidate_names(self, after: str | None = None) -> Iterator[DatasetName]:
+        """The valid dataset names the store has a folder for, after ``after``, in the store's order of
+        folders (``ObjectStore.list_children``: by ``name + "/"``), read lazily: S3 lists a page at a time
+        from ``after``. A folder without a head is a first push under way (see ``with_heads``)."""
+        for child in self.store.list_children("", after):
+            try:
+                yield DatasetName(child)
+            except InvalidDatasetName:
+                continue
+
+    def with_heads(self, names: Sequence[DatasetName]) -> list[DatasetName]:
+        """Those of ``names`` that have a head, in their order. One the index has synced had a head (no
+        operation removes a head; a dataset deleted from the store by hand stays listed until a request
+        touches it and the index forgets it); the others' refs are read, HEAD_READS_PARALLEL at a time
+        (on S3 each is a round trip)."""
+        unknown = [name for name in names if self.index.tip(name) is None]
+        heads = dict(zip(unknown, per_dataset(lambda name: self.store.read_ref(head_key(name)), unknown), strict=True))
+        return [name for name in names if name not in heads or heads[name] is not None]
 
     def close(self) -> None:
         self.index.close()

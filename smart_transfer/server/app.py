@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
@@ -21,7 +21,6 @@ from smart_transfer.protocol.rest import ServerInfo
 from smart_transfer.repo import Repository
 from smart_transfer.server import rest_read, rest_write
 from smart_transfer.server.access import AccessLog
-from smart_transfer.server.auth import Access
 from smart_transfer.server.delta_sharing import mount_sharing
 from smart_transfer.server.errors import (
     TYPED_ERRORS,
@@ -31,6 +30,7 @@ from smart_transfer.server.errors import (
     validation_error_handler,
 )
 from smart_transfer.server.guard import Asking, admitted
+from smart_transfer.server.listing import DATASETS_PER_PAGE, MAX_DATASETS_PER_PAGE, check_page_size, readable_datasets
 from smart_transfer.server.ops_routes import ops_router
 from smart_transfer.server.rest_common import ErrorBody, client_of, error_responses
 from smart_transfer.server.settings import ServerSettings
@@ -85,33 +85,52 @@ HTTP_METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
 
 
 def _describe_route(app: FastAPI, state: ServerState) -> None:
-    """``GET /``: the server and the datasets the token may read (a browser is sent to the web view)."""
+    """``GET /``: the server and a page of the datasets the token may read (a browser is sent to the web
+    view)."""
     repository, store = state.repository, state.repository.store
 
     @app.get(
         "/",
         operation_id="describeServer",
-        summary="Describe the server and the datasets the token may read",
-        description="A browser (an Accept header preferring text/html to application/json) is sent to the "
-        "web view at /ui instead; every other client gets this JSON.",
+        summary="Describe the server and a page of the datasets the token may read",
+        description="Datasets come a page at a time, in the store's order of names; pass `next_page_token` "
+        "as `page_token` for the next page (it is null on the last; a page may hold fewer than `limit`, even "
+        "none, when the token may read few of many datasets). A browser (an Accept header preferring "
+        "text/html to application/json) is sent to the web view at /ui instead; every other client gets "
+        "this JSON.",
         response_model=ServerInfo,
-        responses={303: {"description": "a browser: see the web view at Location (/ui)"}, **error_responses()},
+        responses={
+            303: {"description": "a browser: see the web view at Location (/ui)"},
+            **error_responses(ErrorCode.INVALID_REQUEST),
+        },
     )
     async def describe_server(
-        request: Request, authorization: Annotated[str | None, Header()] = None
+        request: Request,
+        authorization: Annotated[str | None, Header()] = None,
+        limit: Annotated[
+            int | None,
+            Query(description=f"datasets per page, 1..{MAX_DATASETS_PER_PAGE} (default {DATASETS_PER_PAGE})"),
+        ] = None,
+        page_token: Annotated[
+            str | None, Query(max_length=512, description="the next_page_token of the page before")
+        ] = None,
+        describe: Annotated[
+            bool, Query(description="also describe each dataset of the page, as GET /{dataset} does (`described`)")
+        ] = False,
     ) -> ServerInfo | Response:
         if wants_html(request.headers.get("accept")):
             return RedirectResponse(UI_PREFIX, status_code=303, headers={"Vary": "Accept"})
         with admitted(state, Asking(authorization, client_of(request))) as admission:  # any known token
-            grant = admission.grant
-            names = await run_in_threadpool(
-                lambda: [str(n) for n in repository.dataset_names() if grant is None or grant.allows(n, Access.READ)]
-            )
+            size = check_page_size(limit)
+            listed = await run_in_threadpool(readable_datasets, repository, admission.grant, page_token, size)
+            described = await run_in_threadpool(rest_read.describe_many, repository, listed.names) if describe else None
         return ServerInfo(
             server="smart-transfer",
             version=smart_transfer.__version__,
             store="embedded" if store.served_by_owner else "s3",
-            datasets=names,
+            datasets=listed.names,
+            next_page_token=listed.next_token,
+            described=described,
             object_bytes_through_server=state.object_bytes_through_server,
         )
 

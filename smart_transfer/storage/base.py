@@ -165,8 +165,10 @@ class ObjectStore(ABC):
         """Every object whose key starts with ``prefix``, in key order."""
 
     @abstractmethod
-    def list_children(self, prefix: str) -> Iterator[str]:
-        """The distinct next path parts below ``prefix`` (which ends with '/' or is empty)."""
+    def list_children(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
+        """The distinct next path parts below ``prefix`` (which ends with '/' or is empty), in the order S3
+        lists common prefixes: by ``part + "/"`` (so ``a-b`` comes before ``a``); with ``start_after``,
+        only the parts after that one (read lazily: S3 lists from there, a page at a time)."""
 
     @abstractmethod
     def create_if_absent(self, key: str, data: bytes) -> bool:

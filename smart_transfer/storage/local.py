@@ -253,14 +253,15 @@ class LocalStore(ObjectStore):
                 continue
 
     @_observed("ListObjectsV2")
-    def list_children(self, prefix: str) -> Iterator[str]:
+    def list_children(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
         check_prefix(prefix)
         top = self.root / prefix if prefix else self.root
+        after = None if start_after is None else start_after + "/"
         try:
-            names = sorted(os.listdir(top))
+            names = sorted(name + "/" for name in os.listdir(top) if after is None or name + "/" > after)
         except (FileNotFoundError, NotADirectoryError):
             return
-        yield from (name for name in names if not name.startswith("."))
+        yield from (name[:-1] for name in names if not name.startswith("."))
 
     @_observed("PutObject")
     def create_if_absent(self, key: str, data: bytes) -> bool:

@@ -286,12 +286,14 @@ class S3Store(ObjectStore):
                 key, int(item["Size"]), str(item["ETag"]).strip('"'), modified.timestamp() if modified else 0.0
             )
 
-    def list_children(self, prefix: str) -> Iterator[str]:
+    def list_children(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
         check_prefix(prefix)
         paginator = self._client.get_paginator("list_objects_v2")
         full = self.prefix + prefix
+        # "0" follows "/": every key under "part/" sorts before "part0", and every later part after it
+        since = {} if start_after is None else {"StartAfter": full + start_after + "0"}
         with self._errors(prefix):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/", **since):
                 for item in page.get("CommonPrefixes", []):
                     yield str(item["Prefix"])[len(full) :].rstrip("/")
                 for item in page.get("Contents", []):

@@ -112,6 +112,16 @@ def test_list_by_prefix_in_key_order(store: ObjectStore, ns: str) -> None:
     assert list(store.list(f"{ns}/nothing/")) == []
 
 
+def test_children_come_in_key_order_from_a_start(store: ObjectStore, ns: str) -> None:
+    for name in ["b/x", "a/x", "a-b/x", "a0/x", "c/x"]:
+        store.put(f"{ns}/{name}", b"1")
+    # by ``child + "/"``, as S3 lists common prefixes: a-b/ < a/ < a0/
+    assert list(store.list_children(f"{ns}/")) == ["a-b", "a", "a0", "b", "c"]
+    assert list(store.list_children(f"{ns}/", "a")) == ["a0", "b", "c"]  # nothing under a/ again
+    assert list(store.list_children(f"{ns}/", "a-b")) == ["a", "a0", "b", "c"]
+    assert list(store.list_children(f"{ns}/", "c")) == []
+
+
 def test_create_if_absent_creates_once(store: ObjectStore, ns: str) -> None:
     assert store.create_if_absent(f"{ns}/once", b"first")
     assert not store.create_if_absent(f"{ns}/once", b"second")

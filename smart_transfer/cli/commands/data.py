@@ -49,12 +49,18 @@ def _cell(value: Any, whole: bool = False) -> str:
     return text if whole or len(text) <= TAIL_CELL_WIDTH else text[: TAIL_CELL_WIDTH - 1] + "…"
 
 
-def print_table(columns: list[str], rows: list[dict[str, Any]], whole: tuple[str, ...] = ()) -> None:
-    """Rows as a text table, columns aligned; values cut at TAIL_CELL_WIDTH except in ``whole`` columns."""
+def print_table(
+    columns: list[str], rows: list[dict[str, Any]], whole: tuple[str, ...] = (), after: list[int] | None = None
+) -> list[int]:
+    """Rows as a text table, columns aligned; values cut at TAIL_CELL_WIDTH except in ``whole`` columns.
+    ``after``: the column widths of the table these rows continue (no header again; no column narrower).
+    Returns the widths used."""
     cells = [[_cell(row[name], name in whole) for name in columns] for row in rows]
-    widths = [max([len(name), *(len(line[i]) for line in cells)]) for i, name in enumerate(columns)]
-    for line in [columns, *cells]:
+    least = after or [0] * len(columns)
+    widths = [max([len(name), least[i], *(len(line[i]) for line in cells)]) for i, name in enumerate(columns)]
+    for line in cells if after else [columns, *cells]:
         print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip())
+    return widths
 
 
 def run_tail(args: argparse.Namespace) -> int:

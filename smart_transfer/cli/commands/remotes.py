@@ -4,6 +4,8 @@ server holds."""
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING, Any
 
 from smart_transfer.cli.commands.common import (
     Commands,
@@ -24,6 +26,9 @@ from smart_transfer.cli.commands.transfer import ANSWER_BOUNDS, client_options
 from smart_transfer.cli.declared import add_settings
 from smart_transfer.cli.exits import EXIT_REJECTED, CliError
 from smart_transfer.client.options import ClientOptions
+
+if TYPE_CHECKING:
+    from smart_transfer.protocol.rest import DatasetInfo
 
 
 def run_remote_list(args: argparse.Namespace) -> int:
@@ -88,27 +93,47 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_ls(args: argparse.Namespace) -> int:
+    return run(_ls(args))
+
+
+async def _ls(args: argparse.Namespace) -> int:
+    """Rows as each page of the server's listing arrives (one table; its columns widen when a later page
+    needs it), or one JSON array written as it grows (the bytes of ``print_json`` of the whole list)."""
+    import orjson
+
     from smart_transfer.client.client import Client
 
-    datasets = run(Client(None, client_options(args), token=token(args), warn=warn).list_datasets(args.url))
+    client = Client(None, client_options(args), token=token(args), warn=warn)
+    widths: list[int] | None = None
+    shown = 0
+    for_json = "["
+    async for datasets in client.dataset_pages(args.url):
+        if args.json:
+            for info in datasets:
+                sys.stdout.write(for_json + orjson.dumps(info.model_dump(mode="json", exclude={"block"})).decode())
+                for_json = ","
+        elif datasets:
+            widths = print_table(LS_COLUMNS, [_ls_row(info) for info in datasets], whole=("name", "head"), after=widths)
+        shown += len(datasets)
+        sys.stdout.flush()
     if args.json:
-        print_json([info.model_dump(mode="json", exclude={"block"}) for info in datasets])
-        return 0
-    if not datasets:
+        sys.stdout.write("[]\n" if for_json == "[" else "]\n")
+    elif not shown:
         print("no datasets (or none this token may read)")
-        return 0
-    rows = [
-        {
-            "name": info.name,
-            "head": info.head,
-            "blocks": info.blocks,
-            "records": info.records,
-            "bytes": info.data.bytes + info.checkpoints.bytes,
-        }
-        for info in datasets
-    ]
-    print_table(["name", "head", "blocks", "records", "bytes"], rows, whole=("name", "head"))  # copyable
     return 0
+
+
+LS_COLUMNS = ["name", "head", "blocks", "records", "bytes"]
+
+
+def _ls_row(info: DatasetInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "head": info.head,
+        "blocks": info.blocks,
+        "records": info.records,
+        "bytes": info.data.bytes + info.checkpoints.bytes,
+    }
 
 
 def _register_remote(commands: Commands) -> None:

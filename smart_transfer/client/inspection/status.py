@@ -15,12 +15,17 @@ the local chain is an index lookup here. Together:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
+from functools import partial
+from urllib.parse import urlencode
+
+import aiohttp
 
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset, RemoteServer
 from smart_transfer.client.transports.simple import RestClient, RestSession
-from smart_transfer.errors import RemoteError
+from smart_transfer.errors import LocalError, RemoteError
 from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo, ServerInfo
@@ -30,6 +35,9 @@ from smart_transfer.transfer.pieces import in_parallel
 
 #: Datasets ``ls`` describes at once (one request each).
 LS_PARALLEL = 8
+#: How a page's requests are run again (the client's Busy retry).
+Page = tuple[list[DatasetInfo], str | None]
+Retry = Callable[[Callable[[], Awaitable[Page]]], Awaitable[Page]]
 
 SAME, LOCAL_AHEAD, REMOTE_AHEAD, DIVERGED, REMOTE_MISSING = (
     "same",
@@ -127,19 +135,44 @@ async def dataset_status(
     return status
 
 
-async def list_datasets(server: RemoteServer, token: str | None, options: ClientOptions) -> list[DatasetInfo]:
-    """Every dataset of ``server`` the token may read, described (``GET /``, then ``GET /{dataset}``
-    for each, LS_PARALLEL at a time). A dataset deleted between the two is left out."""
+async def _described_page(
+    http: aiohttp.ClientSession, server: RemoteServer, token: str | None, page: tuple[str | None, int | None]
+) -> Page:
+    """One page of ``GET /?describe=true`` (after ``page[0]``, ``page[1]`` datasets, None: the server's
+    default), its datasets described by the server in one request (a server from before ``describe``
+    gets a ``GET /{dataset}`` per dataset, LS_PARALLEL at a time, one deleted between the two left out);
+    and the next page's token."""
+    page_token, limit = page
+    asked = {"describe": "true", "page_token": page_token, "limit": limit}
+    query = urlencode({key: value for key, value in asked.items() if value is not None})
+    listed = await RestSession(http, token).get_model(f"{server.base_url}/?{query}", ServerInfo)
+    if listed.described is not None:
+        return listed.described, listed.next_page_token
+
+    async def describe(name: str) -> DatasetInfo | None:
+        try:
+            return await RestClient(http, server.dataset(name), token, redirect=True).describe()
+        except RemoteError as exc:
+            if exc.code is ErrorCode.DATASET_NOT_FOUND:
+                return None
+            raise
+
+    found = await in_parallel(listed.datasets, describe, LS_PARALLEL)
+    return [info for info in found if info is not None], listed.next_page_token
+
+
+async def dataset_pages(
+    server: RemoteServer, token: str | None, options: ClientOptions, retry: Retry, limit: int | None = None
+) -> AsyncIterator[list[DatasetInfo]]:
+    """Every dataset of ``server`` the token may read, described, a page at a time as the server pages
+    them (following ``next_page_token``; each page run through ``retry``: the Busy retry)."""
     async with make_session(LS_PARALLEL, options.answer_timeouts) as http:
-        names = (await RestSession(http, token).get_model(f"{server.base_url}/", ServerInfo)).datasets
-
-        async def describe(name: str) -> DatasetInfo | None:
-            try:
-                return await RestClient(http, server.dataset(name), token, redirect=True).describe()
-            except RemoteError as exc:
-                if exc.code is ErrorCode.DATASET_NOT_FOUND:
-                    return None
-                raise
-
-        found = await in_parallel(names, describe, LS_PARALLEL)
-    return [info for info in found if info is not None]
+        page_token: str | None = None
+        while True:
+            current = page_token
+            infos, page_token = await retry(partial(_described_page, http, server, token, (current, limit)))
+            yield infos
+            if page_token is None:
+                return
+            if page_token == current:
+                raise LocalError(ErrorCode.BAD_MESSAGE, f"{server.base_url}/ gave the same page token twice")

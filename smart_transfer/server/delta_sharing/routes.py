@@ -14,6 +14,7 @@ from fastapi.responses import Response
 
 from smart_transfer.model import ObjectKind, ObjectRef
 from smart_transfer.repo.footer_stats import SliceStats
+from smart_transfer.repo.repository import per_dataset
 from smart_transfer.server.auth import Access, Grant
 from smart_transfer.server.delta_sharing.delta_format import (
     ResponseFormat,
@@ -45,6 +46,7 @@ from smart_transfer.server.delta_sharing.responses import (
 )
 from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
 from smart_transfer.server.guard import Asking, admitted, authenticate
+from smart_transfer.server.listing import DATASETS_PER_PAGE, check_page_size, may_list, readable_datasets
 from smart_transfer.server.rest_common import client_of, server_state
 from smart_transfer.server.state import ServerState
 
@@ -53,7 +55,8 @@ MaxResults = Annotated[
     int | None,
     Query(
         alias="maxResults",
-        description=f"items per page, 0..{MAX_RESULTS} (default {MAX_RESULTS}; 0: no items, a nextPageToken)",
+        description=f"items per page, 0..{MAX_RESULTS} (default: {MAX_RESULTS} shares or schemas, "
+        f"{DATASETS_PER_PAGE} tables; 0: no items, a nextPageToken)",
     ),
 ]
 PageToken = Annotated[str | None, Query(alias="pageToken", max_length=512, description="a nextPageToken")]
@@ -70,10 +73,7 @@ class Caller:
         self.tables = tables
 
     def may_read(self, dataset: str) -> bool:
-        return self.grant is None or self.grant.allows(dataset, Access.READ)
-
-    def readable(self) -> list[str]:
-        return [name for name in self.tables.dataset_names() if self.may_read(name)]
+        return may_list(self.grant, dataset)
 
     def refuse_unless_readable(self, dataset: str) -> None:
         """The guard's 403 (server/guard.py ``authenticate``) when the grant does not cover ``dataset``."""
@@ -119,14 +119,16 @@ def _table(who: Caller, share: str, schema: str, table: str) -> TableHistory:
 
 
 def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
-    items = []
-    for name in names:
+    """The tables among ``names``, HEAD_READS_PARALLEL at a time (on S3 each reads its head)."""
+
+    def item(name: str) -> dict[str, Any] | None:
         try:
             history = who.tables.history(name)
         except SharingError:  # no schema and no data yet, or deleted since listed
-            continue
-        items.append({"name": table_name(name), "schema": SCHEMA, "share": SHARE, "id": history.table_id})
-    return items
+            return None
+        return {"name": table_name(name), "schema": SCHEMA, "share": SHARE, "id": history.table_id}
+
+    return [found for found in per_dataset(item, names) if found is not None]
 
 
 @router.get(
@@ -162,10 +164,12 @@ def list_schemas(who: Who, share: NAME, max_results: MaxResults = None, page_tok
     return listing_body([{"name": name, "share": SHARE} for name in names], token)
 
 
-def _list_tables(who: Caller, listing: str, max_results: int | None, page_token: str | None) -> dict[str, Any]:
-    by_table = {table_name(name): name for name in who.readable()}
-    names, token = page(listing, list(by_table), max_results, page_token)
-    return listing_body(_table_items(who, [by_table[name] for name in names]), token)
+def _list_tables(who: Caller, max_results: int | None, page_token: str | None) -> dict[str, Any]:
+    """A page of the datasets the token may read (server/listing.py, as every face lists them), those
+    that are tables: a page may hold fewer than ``maxResults``."""
+    size = check_page_size(max_results, smallest=0)
+    listed = readable_datasets(who.state.repository, who.grant, page_token, size)
+    return listing_body(_table_items(who, listed.names), listed.next_token or "")
 
 
 @router.get(
@@ -179,7 +183,7 @@ def list_tables(
     who: Who, share: NAME, schema: NAME, max_results: MaxResults = None, page_token: PageToken = None
 ) -> dict[str, Any]:
     _schema(share, schema)
-    return _list_tables(who, "tables", max_results, page_token)
+    return _list_tables(who, max_results, page_token)
 
 
 @router.get(
@@ -193,7 +197,7 @@ def list_all_tables(
     who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None
 ) -> dict[str, Any]:
     _share(share)
-    return _list_tables(who, "all-tables", max_results, page_token)
+    return _list_tables(who, max_results, page_token)
 
 
 TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"

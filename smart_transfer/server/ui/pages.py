@@ -4,12 +4,15 @@ checks of the pages' query parameters (a bad one is a PageError: a page with sta
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from smart_transfer.model import ModelError
 from smart_transfer.repo.errors import DatasetNotFound
+from smart_transfer.repo.repository import per_dataset
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, table_name
+from smart_transfer.server.listing import MAX_DATASETS_PER_PAGE, readable_datasets
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.ui.views import ChainRow, DatasetRow, Remembered, chain_rows, dataset_row, preview
 from smart_transfer.server.ui.visitor import Visitor
@@ -86,23 +89,62 @@ def sort_of(sort: str | None, order: str | None) -> tuple[str, str]:
     return column, direction
 
 
+def _summaries(state: ServerState, memory: Remembered, names: list[str]) -> list[DatasetRow]:
+    """Each dataset's summary, HEAD_READS_PARALLEL at a time (on S3 each reads its head)."""
+
+    def summary(name: str) -> DatasetRow | None:
+        try:
+            return memory.summary(state.repository.dataset(name))
+        except (ModelError, DatasetNotFound):
+            return None  # removed since it was listed
+
+    return [row for row in per_dataset(summary, names) if row is not None]
+
+
 def datasets_page(
-    state: ServerState, memory: Remembered, visitor: Visitor, query: str, sort: tuple[str, str], page: int, per: int
+    state: ServerState,
+    memory: Remembered,
+    visitor: Visitor,
+    query: str,
+    sort: tuple[str, str],
+    page: tuple[int, str | None],
+    per: int,
 ) -> dict[str, Any]:
-    """The datasets the visitor may read that match ``query``, sorted, one page of them."""
+    """The datasets the visitor may read that match ``query``, one page of them: in name order a page at a
+    time from the page token (server/listing.py, as every face lists them: the first page costs O(page));
+    sorted by anything else, every readable dataset's summary is read and sorted."""
     if len(query) > MAX_FILTER_CHARS:
         raise PageError(400, f"the filter is longer than {MAX_FILTER_CHARS} characters")
-    names = [str(n) for n in state.repository.dataset_names() if visitor.may_read(str(n))]
-    wanted = [n for n in names if query.lower() in n.lower()]
-    rows: list[DatasetRow] = []
-    for name in wanted:
-        try:
-            rows.append(memory.summary(state.repository.dataset(name)))
-        except (ModelError, DatasetNotFound):
-            continue  # removed since it was listed
+    number, token = page
+    matches = (lambda name: query.lower() in name.lower()) if query else None
+    if sort == ("name", "asc"):
+        listed = readable_datasets(state.repository, visitor.grant, token, per, matches)
+        rows = _summaries(state, memory, listed.names)
+        return {"rows": rows, "paging": None, "number": number if token else 1, "per": per, "next": listed.next_token}
+    return _sorted_page(state, memory, visitor, matches, sort, number, per)
+
+
+def _sorted_page(
+    state: ServerState,
+    memory: Remembered,
+    visitor: Visitor,
+    matches: Callable[[str], bool] | None,
+    sort: tuple[str, str],
+    number: int,
+    per: int,
+) -> dict[str, Any]:
+    """Page ``number`` of every readable dataset matching, sorted by ``sort`` (reads every summary)."""
+    names: list[str] = []
+    following: str | None = None
+    while True:  # every page, through the one listing
+        listed = readable_datasets(state.repository, visitor.grant, following, MAX_DATASETS_PER_PAGE)
+        names, following = names + listed.names, listed.next_token
+        if following is None:
+            break
+    rows = _summaries(state, memory, [name for name in names if matches is None or matches(name)])
     column, direction = sort
     rows.sort(key=lambda row: (row.sort_key(column), row.name), reverse=direction == "desc")
-    paging = Paging.of(page, len(rows), per, "the list")
+    paging = Paging.of(number, len(rows), per, "the list")
     first = (paging.number - 1) * per
     return {"rows": rows[first : first + per], "paging": paging, "total": len(rows), "readable": len(names)}
 

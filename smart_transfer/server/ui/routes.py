@@ -135,7 +135,7 @@ def ui_router(state: ServerState) -> APIRouter:
                 visitor,
                 query,
                 (column, direction),
-                page_number(raw.get("page")),
+                (page_number(raw.get("page")), raw.get("page_token") or None),
                 per_page(raw.get("per"), DATASETS_PER_PAGE),
             )
             return page(request, "datasets.html", visitor=visitor, q=query, sort=column, order=direction, **values)

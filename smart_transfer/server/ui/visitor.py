@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Request, Response
 
-from smart_transfer.server.auth import Access, AuthError, Authorizer, Grant, TokenExpired
+from smart_transfer.server.auth import AuthError, Authorizer, Grant, TokenExpired
 
 #: The cookie holding a signed-in visitor's token (HttpOnly: no script reads it).
 COOKIE = "smart_transfer_token"
@@ -29,13 +29,6 @@ class Visitor:
     @property
     def subject(self) -> str | None:
         return self.grant.subject if self.grant is not None else None
-
-    def may_read(self, dataset: str) -> bool:
-        """Anonymous visitors read what anonymous requests may read: everything on a server without
-        a tokens file, nothing on one with it."""
-        if self.grant is not None:
-            return self.grant.allows(dataset, Access.READ)
-        return self.open_server
 
 
 def authorization_of(request: Request) -> str | None:

@@ -6,7 +6,8 @@ peers copying the same objects to/from the same bucket with the same parallelism
 and the AWS CLI, each with its own defaults otherwise (part sizes, per-file concurrency, checksums).
 
 Cases: (s) 2,000 x 4 KiB objects (+2,000 blocks); (g) one 1 GiB object (multipart push, ranged pull);
-(a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (c) nothing to move, on case s's
+(a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (m) 64 x 8 MiB (mid-size: Parquet slices,
+checkpoint files); (t) 100 x 4 KiB (a short operation: its fixed cost shows); (c) nothing to move, on case s's
 2,000 objects: an up-to-date pull, a push resumed after an attempt that uploaded every object but
 died before committing, and a push with nothing new;
 (d) metadata-only pull of a 100,000-block chain; (e) presigned URLs per second (our signer vs boto3);
@@ -759,6 +760,8 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=10_000, help="objects in case (a)")
     parser.add_argument("--few", type=int, default=2_000, help="objects of 4 KiB in case (s)")
     parser.add_argument("--large", type=int, default=16, help="objects of 64 MiB in case (b)")
+    parser.add_argument("--mid", type=int, default=64, help="objects of 8 MiB in case (m)")
+    parser.add_argument("--short", type=int, default=100, help="objects of 4 KiB in case (t)")
     parser.add_argument("--chain", type=int, default=100_000, help="blocks in case (d)")
     parser.add_argument("--presign", type=int, default=20_000, help="URLs per run in case (e)")
     parser.add_argument(
@@ -769,7 +772,7 @@ def main() -> int:
     parser.add_argument(
         "--scale", default="1000,10000,100000", help="dataset sizes (objects) in case (z), comma-separated"
     )
-    parser.add_argument("--cases", default="u,e,s,c,g,a,b,d,x,p,h,z,i", help="which cases to run, in order")
+    parser.add_argument("--cases", default="u,e,s,t,c,m,g,a,b,d,x,p,h,z,i", help="which cases to run, in order")
     args = parser.parse_args()
     scale_sizes = [int(n) for n in args.scale.split(",")]
     started = time.monotonic()
@@ -785,6 +788,8 @@ def main() -> int:
             "a": lambda: bench.transfer_case("a", "small", args.small, 4096),
             "c": lambda: bench.nothing_to_move("few", args.few),
             "b": lambda: bench.transfer_case("b", "large", args.large, 64 * 2**20),
+            "m": lambda: bench.transfer_case("m", "mid", args.mid, 8 * 2**20),
+            "t": lambda: bench.transfer_case("t", "short", args.short, 4096),
             "d": lambda: bench.long_chain(args.chain),
             "p": lambda: bench.peer_case(args.peer_clients, args.peer_objects, 64 * 1024),
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),

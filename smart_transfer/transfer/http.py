@@ -32,6 +32,7 @@ from smart_transfer.transfer.limits import (
     RETRY_BASE_DELAY,
     SMALL_OBJECT_BYTES,
     STREAM_CHUNK_BYTES,
+    WRITE_QUEUE_BYTES,
     Timeouts,
 )
 from smart_transfer.transfer.transport import (
@@ -44,6 +45,7 @@ from smart_transfer.transfer.transport import (
     ObjectTransport,
     Sink,
 )
+from smart_transfer.transfer.writer import BackgroundWriter
 
 __all__ = [
     "DEFAULT_PARALLEL",
@@ -207,26 +209,28 @@ def _verify(name: str, expected_hash: Multihash, expected_size: int, actual: Mul
 
 
 class _VerifyingSink:
-    """The body of a 200 answer written to a file as it arrives, hashed and counted on the way; fails
-    once it is longer than the object (the caller keeps nothing then)."""
+    """The body of a 200 answer written to a file as it arrives, counted on the loop and hashed and
+    written in order by a thread of its own (``writer.py``: verification overlaps the network and
+    the other downloads); fails once it is longer than the object (the caller keeps nothing then)."""
 
     def __init__(self, name: str, expected_hash: Multihash, expected_size: int, out: BinaryIO) -> None:
         self.name = name
         self.expected_hash = expected_hash
         self.expected_size = expected_size
-        self.out = out
         self.hasher = new_hasher(expected_hash.code)
+        self.writer = BackgroundWriter(out, self.hasher, WRITE_QUEUE_BYTES, name=f"download {name[:16]}")
         self.size = 0
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
         if self.size > self.expected_size:
             raise TransferFailed(self.name, f"larger than the {self.expected_size} bytes its block records")
-        self.hasher.update(chunk)
-        self.out.write(chunk)
+        self.writer.put(chunk)
 
-    def check(self) -> None:
-        """Raise TransferFailed unless the whole body had the object's size and hash."""
+    async def check(self) -> None:
+        """Raise TransferFailed unless the whole body had the object's size and hash (once every
+        queued byte is written and hashed)."""
+        await asyncio.to_thread(self.writer.finish)
         actual = Multihash(self.expected_hash.code, self.hasher.digest())
         _verify(self.name, self.expected_hash, self.expected_size, actual, self.size)
 
@@ -254,8 +258,11 @@ async def download(
                 on_bytes(len(chunk))
 
             sink = Sink(write, 200, STREAM_CHUNK_BYTES)
-            await exchange_once(transport, name, request, timeouts, expected_size, accepted=(200,), sink=sink)
-        verifying.check()
+            try:
+                await exchange_once(transport, name, request, timeouts, expected_size, accepted=(200,), sink=sink)
+                await verifying.check()
+            finally:
+                verifying.writer.abandon()  # ended already unless the attempt failed: never left running
         return expected_size
 
     try:

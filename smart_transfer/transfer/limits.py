@@ -37,6 +37,9 @@ DEFAULT_RANGE_SIZE = 32 * 1024 * 1024
 DEFAULT_PROGRESS_TIMEOUT = 30.0
 #: Bytes per read or write of a streamed object body (one sink call or file read per MiB).
 STREAM_CHUNK_BYTES = 1024 * 1024
+#: Bytes of a streamed download that may wait for its writer thread (``writer.py``) before the loop
+#: waits for it: the memory a download may hold beyond what the disk took.
+WRITE_QUEUE_BYTES = 4 * 1024 * 1024
 #: Ranges (downloads) or parts (multipart uploads) of one object in flight at once; they share the
 #: ``--parallel`` connections with every other transfer.
 DEFAULT_PARALLEL_PARTS = 8

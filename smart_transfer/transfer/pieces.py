@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -23,19 +22,44 @@ async def run_pieces(
     pieces: Sequence[T], work: Callable[[T], Awaitable[None]], parallel: int, slots: asyncio.Semaphore | None
 ) -> None:
     """``work`` on every piece, by at most ``parallel`` workers (see the module docstring); the first
-    failure cancels the others and is raised as it is."""
+    failure cancels the others and is raised as it is. Once no piece is left, the workers still waiting
+    for a slot stop waiting: when every slot is held by an object whose other workers wait for one (as
+    many ranged objects at once do), the objects' first workers finish them and the waiters would
+    otherwise hold each object, and its slot, forever."""
     queue: Iterator[T] = iter(pieces)
+    exhausted = False
+    waiting: set[asyncio.Task[None]] = set()
 
-    def slot(index: int) -> AbstractAsyncContextManager[object]:
-        return nullcontext() if index == 0 or slots is None else slots
+    def take() -> T | None:
+        nonlocal exhausted
+        piece = next(queue, None)
+        if piece is None:
+            exhausted = True
+            for waiter in waiting:
+                waiter.cancel()  # a cancelled child is no failure of the group
+        return piece
+
+    async def acquire(shared: asyncio.Semaphore) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        waiting.add(task)
+        try:
+            await shared.acquire()
+        finally:
+            waiting.discard(task)
 
     async def worker(index: int) -> None:
-        while True:
-            async with slot(index):
-                piece = next(queue, None)
-                if piece is None:
+        shared = None if index == 0 else slots  # the first worker runs on the object's own slot
+        while not (shared is not None and exhausted):
+            if shared is not None:
+                await acquire(shared)
+            try:
+                if (piece := take()) is None:
                     return
                 await work(piece)
+            finally:
+                if shared is not None:
+                    shared.release()
 
     try:
         async with asyncio.TaskGroup() as group:

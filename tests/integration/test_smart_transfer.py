@@ -3,6 +3,7 @@ embedded store and on the local S3 server (every test runs on both)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -165,6 +166,29 @@ def test_a_corrupted_object_fails_the_pull_and_moves_nothing(
     assert str(victim) in failed.stderr and "does not match its hash" in failed.stderr
     assert orjson.loads(run_cli("list", "--json", workspace=b).stdout) == []
     assert not (b / "store" / dataset_name / "data" / str(victim)).exists()
+
+
+def test_a_corrupted_mid_size_object_is_refused_and_nothing_is_visible(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """An 8 MiB object streams through a file, hashed by the writer thread as it arrives: a damaged one
+    of the right size fails at its last byte and leaves neither the object nor a temporary file."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    url = f"{smart_server.url}/{dataset_name}"
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "mid.bin"
+    source.write_bytes(os.urandom(8 * 2**20))
+    run_cli("add", dataset_name, str(source), workspace=a)
+    summary(run_cli("push", dataset_name, url, "--json", workspace=a))
+    victim = log_of(a, dataset_name)[0]["new_data"]["physical_hash"]  # type: ignore[index]
+    _overwrite_remote_object(smart_server, request, f"{dataset_name}/data/{victim}", b"x" * (8 * 2**20))
+
+    failed = run_cli("pull", url, workspace=b)
+    assert failed.returncode == 1
+    assert str(victim) in failed.stderr and "does not match its hash" in failed.stderr
+    assert orjson.loads(run_cli("list", "--json", workspace=b).stdout) == []
+    left = [p for p in b.rglob("*") if p.is_file() and p.stat().st_size >= 2**20]
+    assert left == []  # no object, no staging or temporary file of it
 
 
 def _overwrite_remote_object(server: ServerProcess, request: pytest.FixtureRequest, key: str, data: bytes) -> None:

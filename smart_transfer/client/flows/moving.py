@@ -150,6 +150,8 @@ class Wire:
 
 
 Work = Callable[[Wire, ObjectFile, Transfer, Meter], Awaitable[int]]
+#: What a page of objects needs before it is negotiated (a push's MD5s), computed as the page is asked for.
+Prepare = Callable[[Sequence[ObjectFile]], Awaitable[list[ObjectFile]]]
 
 
 class KeepAlive:
@@ -210,9 +212,11 @@ async def move_objects(
     files: Sequence[ObjectFile],
     page_limit: int,
     work: Work,
+    prepare: Prepare | None = None,
 ) -> MoveResult:
     """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel,
-    while ``beat`` keeps the session alive (its meter counts the progress)."""
+    while ``beat`` keeps the session alive (its meter counts the progress). ``prepare`` completes each
+    page just before it is negotiated: the next page is prepared while this one moves."""
     if not files:
         return MoveResult()  # a metadata-only pull or push never loads the HTTP stack (~0.3 s)
     # the HTTP stack loads here, once objects are to move: a command reaches the server first
@@ -229,8 +233,11 @@ async def move_objects(
             meter.add_object()
             return moved
 
+        async def negotiate(page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, Transfer | None]]:
+            return await beat.channel.urls(page if prepare is None else await prepare(page))
+
         page_size = max(1, min(options.page_size, page_limit))
-        mover = ObjectMover(beat.channel.urls, one, parallel=options.parallel, page_size=page_size, slots=wire.slots)
+        mover = ObjectMover(negotiate, one, parallel=options.parallel, page_size=page_size, slots=wire.slots)
         async with watched(options, meter, mover.outstanding) as mover.watchdog:
             with beat.interruptible():
                 return await mover.move(files)

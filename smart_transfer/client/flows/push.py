@@ -6,26 +6,40 @@ is unchanged; a re-run skips what was already uploaded."""
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from smart_transfer.client.flows.chain import local_chain
-from smart_transfer.client.flows.moving import FlowOptions, KeepAlive, Meter, TransferSummary, Wire, move_objects
+from smart_transfer.client.flows.moving import (
+    FlowOptions,
+    KeepAlive,
+    Meter,
+    Prepare,
+    TransferSummary,
+    Wire,
+    move_objects,
+)
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PushStart, Transport, UploadTerms
 from smart_transfer.errors import DivergedError, SmartTransferError
-from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef, checkpoint_refs
+from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails
 from smart_transfer.protocol.messages import MultipartUpload, ObjectFile, TransferPlan
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.storage.digest import digest_file, md5_base64_from_hex, part_md5s
+from smart_transfer.storage.digest import md5_base64_from_hex, part_md5s
+from smart_transfer.storage.local_etags import md5_of_file
 from smart_transfer.storage.parts import layout, part_size_for
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.sync.heads import MAX_STALE_HEAD_RETRIES, StaleHead, after_invalid_head, remote_has_more
 from smart_transfer.sync.pages import held_pages
 from smart_transfer.transfer.mover import MoveResult, Transfer
+
+#: A page of objects to offer holding more bytes than this is hashed on every core, one object per thread.
+PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 
 
 def _pull_first(name: str) -> DivergedError:
@@ -43,18 +57,39 @@ def local_bundle(dataset: DatasetRepository, tip: ChainTip, after: Multihash | N
     return Bundle(blocks, manifests, held=held_pages(dataset, after, manifests))
 
 
-def _offer(path: Path, ref: ObjectRef, terms: UploadTerms) -> ObjectFile:
+def _offer(path: Path, item: ObjectFile, terms: UploadTerms) -> ObjectFile:
     """The object as a push offers it: with its MD5, or, when it goes in parts, each part's MD5 (the
-    parts hashed in parallel)."""
+    parts hashed in parallel). Only the MD5 is computed: the store checks it (Content-MD5, bound in
+    the URL before the first byte is sent, so the file is read twice: hashed, then sent); the object's
+    own hash was verified when it entered the workspace. An item that has them already (a URL being
+    refreshed) is offered as it is."""
+    if item.md5 is not None or item.part_md5s is not None:
+        return item
+    ref = item.ref()
     if terms.multipart_threshold is None or ref.size <= terms.multipart_threshold:
-        return ObjectFile.of(ref, digest_file(path).md5_base64)
+        return ObjectFile.of(ref, md5_base64_from_hex(md5_of_file(path)))
     parts = layout(ref.size, part_size_for(ref.size, terms.part_size))
     return ObjectFile.of(ref, part_md5s=[md5_base64_from_hex(md5) for md5 in part_md5s(path, parts)])
 
 
-def _with_md5(workspace: Workspace, dataset: DatasetRepository, bundle: Bundle, terms: UploadTerms) -> list[ObjectFile]:
+def _hasher(workspace: Workspace, dataset: DatasetRepository, terms: UploadTerms) -> Prepare:
+    """Completes a page of offered objects with their MD5s, as the page is negotiated (so a push hashes
+    the next page while this one uploads): in worker threads, one per core when the page holds more
+    than PARALLEL_HASH_BYTES (hashlib releases the GIL), else in one thread (a page of small objects
+    costs one hand-off)."""
     store = workspace.local_store
-    return [_offer(store.path_of(dataset.object_key(ref)), ref, terms) for ref in bundle.offered()]
+
+    def offer(item: ObjectFile) -> ObjectFile:
+        return _offer(store.path_of(dataset.object_key(item.ref())), item, terms)
+
+    async def prepare(page: Sequence[ObjectFile]) -> list[ObjectFile]:
+        if sum(item.size for item in page) <= PARALLEL_HASH_BYTES:
+            return await asyncio.to_thread(lambda: [offer(item) for item in page])
+        from smart_transfer.transfer.pieces import in_parallel
+
+        return await in_parallel(page, lambda item: asyncio.to_thread(offer, item), os.cpu_count() or 1)
+
+    return prepare
 
 
 async def push(
@@ -111,9 +146,10 @@ async def _push_once(
         terms = await channel.send_blocks(bundle)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
         async with KeepAlive(channel, options.keepalive_interval) as beat:
-            files = await asyncio.to_thread(_with_md5, workspace, dataset, bundle, terms)
+            files = [ObjectFile.of(ref) for ref in bundle.offered()]  # their MD5s come page by page
             beat.meter = Meter("push", files, options.progress)
-            summary.moved(await _upload(workspace, dataset, beat, options, files, terms.page_limit))
+            prepare = _hasher(workspace, dataset, terms)
+            summary.moved(await _upload(workspace, dataset, beat, options, files, terms.page_limit, prepare))
         new_head = await channel.finish(tip.head)
     await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, remote.url, new_head)
     summary.new_head = str(new_head)
@@ -155,6 +191,7 @@ async def _upload(
     options: FlowOptions,
     files: list[ObjectFile],
     page_limit: int,
+    prepare: Prepare,
 ) -> MoveResult:
     store = workspace.local_store
     from smart_transfer.transfer.http import upload  # the HTTP stack loads here, once objects move
@@ -177,4 +214,4 @@ async def _upload(
             wire.transport, transfer, item.physical_hash, path, meter.add_bytes, options.timeouts, item.size
         )
 
-    return await move_objects(options, beat, files, page_limit, send)
+    return await move_objects(options, beat, files, page_limit, send, prepare)

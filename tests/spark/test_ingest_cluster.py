@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import orjson
+import pytest
 
 from smart_transfer.repo import Workspace
 from tests.conftest import CLI
@@ -40,6 +41,9 @@ def ingest_cli(workspace: Path, data: Path, *extra: str) -> dict[str, object]:
     return summary
 
 
+# four ingests (two on the cluster, two in local mode), each a JVM start: beside other test workers'
+# JVMs on two cores this outgrew the suite's 300 s default (it took 266 s and then more)
+@pytest.mark.timeout(900)
 def test_a_standalone_cluster_ingests_and_dedups_like_local_mode(
     standalone_cluster: StandaloneCluster, tmp_path: Path
 ) -> None:

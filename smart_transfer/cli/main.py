@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
-import smart_transfer
-from smart_transfer.cli.commands import data, diff, ingest, peer, remotes, server, transfer, workspace
-from smart_transfer.cli.commands.common import Parser
-from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+try:
+    import argparse
+    import os
+    from collections.abc import Callable, Sequence
+    from typing import TYPE_CHECKING
+
+    import smart_transfer
+    from smart_transfer.cli.commands import data, diff, ingest, peer, remotes, server, transfer, workspace
+    from smart_transfer.cli.commands.common import Parser
+    from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
+except KeyboardInterrupt:  # Ctrl-C while the command starts (slow on a busy machine): one line, not
+    # the traceback of whichever import it landed in; nothing has been touched yet
+    sys.stderr.write("smart-transfer: error: interrupted\n")
+    raise SystemExit(130) from None
 
 if TYPE_CHECKING:
     from smart_transfer.errors import SmartTransferError
@@ -100,9 +106,9 @@ def one_line(message: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    handler: Handler = args.handler
     try:
+        args = build_parser().parse_args(argv)
+        handler: Handler = args.handler
         return handler(args)
     except BrokenPipeError:
         # the reader went away (e.g. `log | head`): not an error worth a line

@@ -43,8 +43,11 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # (not uvicorn's: it would re-raise the signal after the drain; a drained server exits 0)
-        if self.state.draining or self._loop is None:
-            self.should_exit = self.force_exit = True  # a second signal: stop now
+        if self.state.draining or not self.started or self._loop is None:
+            # A second signal: stop now. Before start-up has finished (a busy machine can take
+            # seconds) nothing was accepted, so there is nothing to drain: uvicorn skips its main
+            # loop and shuts down the moment start-up ends.
+            self.should_exit = self.force_exit = True
             return
         self.state.begin_drain()
         self._loop.call_soon_threadsafe(self._start_drain)
@@ -58,6 +61,12 @@ class DrainingServer(uvicorn.Server):
 
     async def drain(self) -> None:
         """Stop accepting; wait for running work up to the grace period; end what is left."""
+        try:
+            await self._drain_sessions()
+        finally:  # whatever the drain met, the signal stops the server
+            self.should_exit = True
+
+    async def _drain_sessions(self) -> None:
         grace = self.state.settings.shutdown_grace_seconds
         log.warning("shutting down: running sessions get up to %g s to finish", grace)
         for server in self.servers:
@@ -73,7 +82,6 @@ class DrainingServer(uvicorn.Server):
             deadline = time.monotonic() + END_SESSIONS_SECONDS
             while self._busy() and time.monotonic() < deadline:
                 await asyncio.sleep(DRAIN_POLL_SECONDS)
-        self.should_exit = True
 
 
 def serve(settings: ServerSettings) -> None:

@@ -7,13 +7,13 @@ import sys
 
 try:
     import argparse
+    import importlib
     import os
     from collections.abc import Callable, Sequence
     from typing import TYPE_CHECKING
 
     import smart_transfer
-    from smart_transfer.cli.commands import data, diff, ingest, peer, remotes, server, transfer, workspace
-    from smart_transfer.cli.commands.common import Parser
+    from smart_transfer.cli.commands.common import Commands, Parser
     from smart_transfer.cli.exits import EXIT_ERROR, EXIT_REJECTED, EXIT_USAGE, CliError
 except KeyboardInterrupt:  # Ctrl-C while the command starts (slow on a busy machine): one line, not
     # the traceback of whichever import it landed in; nothing has been touched yet
@@ -28,7 +28,39 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Each command and the module of ``smart_transfer.cli.commands`` that registers it, in --help's order.
+#: A command line naming one builds only that module's parsers: a pull does not import (or build) the
+#: server's, the ingest's and a dozen other commands' options (tests/unit/test_startup.py checks the table).
+COMMAND_MODULES = {
+    "serve": "server",
+    "token": "server",
+    "gc": "server",
+    "repack": "server",
+    "add": "workspace",
+    "log": "workspace",
+    "list": "workspace",
+    "diff": "diff",
+    "ingest": "ingest",
+    "pull": "transfer",
+    "push": "transfer",
+    "verify": "transfer",
+    "peer": "peer",
+    "remote": "remotes",
+    "status": "remotes",
+    "ls": "remotes",
+    "tail": "data",
+    "export": "data",
+}
+
+
+def _register(commands: Commands, module: str) -> None:
+    register: Callable[[Commands], None] = importlib.import_module(f"smart_transfer.cli.commands.{module}").register
+    register(commands)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or, when ``argv`` starts with a command's name, only
+    the parsers of the module that registers it (what parsing ``argv`` needs)."""
     parser = Parser(
         prog="smart-transfer",
         description="Sync versioned datasets between local workspaces and a server on object storage.",
@@ -36,14 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"smart-transfer {smart_transfer.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    server.register(commands)
-    workspace.register(commands)
-    diff.register(commands)
-    ingest.register(commands)
-    transfer.register(commands)
-    peer.register(commands)
-    remotes.register(commands)
-    data.register(commands)
+    named = COMMAND_MODULES.get(argv[0]) if argv else None
+    # --version answers before any command is parsed: it needs none of them
+    modules = [named] if named else [] if argv and argv[0] == "--version" else dict.fromkeys(COMMAND_MODULES.values())
+    for module in modules:
+        _register(commands, module)
     return parser
 
 
@@ -106,8 +135,13 @@ def one_line(message: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    # pydantic looks for plugins in every installed distribution's entry points the first time a model
+    # validates (~20 ms, a tenth of an up-to-date pull); the command line uses none (a user may still
+    # name the ones to skip, or "" for none, in this variable)
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         handler: Handler = args.handler
         return handler(args)
     except BrokenPipeError:

@@ -34,7 +34,6 @@ from smart_transfer.errors import (
 )
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
-from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed
@@ -49,9 +48,10 @@ MAX_BUSY_DELAY = 30.0
 Operation = Callable[[Transport], Awaitable[TransferSummary]]
 R = TypeVar("R")
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded by the commands that use them, not by every pull and push
     from smart_transfer.client.inspection.status import DatasetStatus
     from smart_transfer.client.inspection.verify import VerifyReport
+    from smart_transfer.protocol.rest import DatasetInfo
     from smart_transfer.reading.dataset import LocalDataset
 
 

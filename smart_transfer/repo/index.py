@@ -29,6 +29,9 @@ def _key(dataset: str, tag: str, rest: bytes = b"") -> bytes:
 #: Seconds a command that writes the index waits for another process to release it before it says
 #: which process holds it (reading commands open it without the lock and never wait).
 INDEX_LOCK_WAIT_SECONDS = 10.0
+#: RocksDB info logs kept beside the index: each open starts a new one (RocksDB's default keeps 1000, so
+#: every command, an up-to-date pull too, left a file behind and each open lists them all).
+INFO_LOGS_KEPT = 4
 
 
 def lock_holder(lock_file: Path) -> str | None:
@@ -67,6 +70,7 @@ class RepositoryIndex:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        options.set_keep_log_file_num(INFO_LOGS_KEPT)
         if read_only and not (path / "CURRENT").exists():
             # an index directory no process has initialised yet (an empty workspace): make it empty, once,
             # so a reader sees no dataset instead of failing (the lock is free while nobody holds the index)

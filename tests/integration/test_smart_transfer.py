@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +14,31 @@ import orjson
 import pytest
 
 from tests.conftest import CLI, ServerProcess, make_files, run_cli, summary
+from tests.unit.test_startup import NOT_BEFORE_OBJECTS_MOVE
+
+#: Runs the command line (its arguments after ``-c``), then names on stderr the modules loaded that a
+#: pull or push loads only once objects move.
+COUNTING_IMPORTS = f"""
+import sys
+from smart_transfer.cli.main import main
+code = main(sys.argv[1:])
+loaded = sorted(n for n in sys.modules if n.startswith({NOT_BEFORE_OBJECTS_MOVE!r}))
+print("LOADED:" + ",".join(loaded), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def run_counting_imports(*args: str, workspace: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``run_cli``, and the modules it loaded that a pull or push with nothing to move must not load."""
+    result = subprocess.run(
+        [sys.executable, "-c", COUNTING_IMPORTS, *args, "--workspace", str(workspace)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    lines = result.stderr.splitlines()
+    return result, lines[-1].removeprefix("LOADED:") if lines and lines[-1].startswith("LOADED:") else "?"
 
 
 def log_of(workspace: Path, name: str) -> list[dict[str, object]]:
@@ -45,9 +71,11 @@ def test_fresh_incremental_and_up_to_date_pull(smart_server: ServerProcess, data
     assert (incremental["blocks"], incremental["objects_transferred"], incremental["bytes_transferred"]) == (1, 1, 500)
     assert log_of(b, dataset_name) == log_of(a, dataset_name)
 
-    again = summary(run_cli("pull", url, "--json", workspace=b))
+    result, loaded = run_counting_imports("pull", url, "--json", workspace=b)
+    again = summary(result)
     assert again["up_to_date"] is True
     assert (again["blocks"], again["objects_transferred"]) == (0, 0)
+    assert loaded == "", f"an up-to-date pull loaded {loaded}"
 
 
 def test_push_new_incremental_noop_and_no_reupload(
@@ -64,9 +92,11 @@ def test_push_new_incremental_noop_and_no_reupload(
     second = summary(run_cli("push", dataset_name, url, "--json", workspace=a))
     assert (second["blocks"], second["objects_transferred"], second["objects_skipped"]) == (1, 1, 0)
 
-    noop = summary(run_cli("push", dataset_name, url, "--json", workspace=a))
+    result, loaded = run_counting_imports("push", dataset_name, url, "--json", workspace=a)
+    noop = summary(result)
     assert noop["up_to_date"] is True
     assert (noop["blocks"], noop["objects_transferred"]) == (0, 0)
+    assert loaded == "", f"a push with nothing to move loaded {loaded}"
 
     # B adds a file whose content the server already has, plus a new one: only the new one moves
     summary(run_cli("pull", url, "--json", workspace=b))

@@ -194,10 +194,12 @@ async def _upload(
     prepare: Prepare,
 ) -> MoveResult:
     store = workspace.local_store
-    from smart_transfer.transfer.http import upload  # the HTTP stack loads here, once objects move
-    from smart_transfer.transfer.multipart import upload_parts
 
     async def send(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
+        # the HTTP stack loads here, once an object moves: a push with nothing to upload never pays for it
+        from smart_transfer.transfer.http import upload
+        from smart_transfer.transfer.multipart import upload_parts
+
         path: Path = store.path_of(dataset.object_key(item.ref()))
         if isinstance(transfer, MultipartUpload):
             return await upload_parts(

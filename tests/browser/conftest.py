@@ -167,7 +167,7 @@ def screenshot(driver: object, name: str) -> None:
 
     # the whole page, not only the window: Chromium's DevTools capture beyond the viewport
     width, height = driver.execute_script(  # type: ignore[attr-defined]
-        "return [document.documentElement.clientWidth, document.documentElement.scrollHeight]"
+        "return [window.innerWidth, document.documentElement.scrollHeight]"
     )
     clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
     shot = driver.execute_cdp_cmd(  # type: ignore[attr-defined]

@@ -278,7 +278,8 @@ const lines = (element) => {
   }
   return bottoms.size;
 };
-const broken = [...document.querySelectorAll("td:not(.wrap), th, h1, time, a.dataset, .copyable > code, p code:not(.long)")]
+const kept = "td:not(.wrap), th, h1, time, a.dataset, .copyable > code, p code:not(.long)";
+const broken = [...document.querySelectorAll(kept)]
   .filter((e) => lines(e) > 1).map((e) => e.tagName + " " + e.textContent.slice(0, 30));
 const page = document.documentElement;
 if (page.scrollWidth > page.clientWidth) broken.push("page wider than the window: " + page.scrollWidth);

@@ -163,6 +163,7 @@ def test_diff_reads_slice_footers_where_the_chain_records_no_schema(tmp_path: Pa
         ("added", "score", {"name": "score", "type": "DOUBLE", "nullable": True})
     ]
     assert (diff["schema_source_before"], diff["schema_source_after"]) == ("footer", "footer")
+    assert "schema       slice footer -> slice footer\n" in run(ws, "diff", "plain", "1", "2").stdout
     with Workspace(ws) as opened:
         dataset = opened.dataset("plain")
         seed_to_first = compare_versions(dataset, dataset.require_tip(), "0", "1")  # block 0 holds no slice

@@ -16,6 +16,8 @@ PUBLISHED = {
     "specs/smart-transfer.openapi.yaml": ROOT / "openapi" / "smart-transfer.openapi.yaml",
     "specs/delta-sharing.openapi.yaml": ROOT / "openapi" / "delta-sharing.openapi.yaml",
     "assets/web-view.png": ROOT / "bench-results" / "ui" / "readme-dataset.png",
+    "assets/web-view-compare.png": ROOT / "bench-results" / "ui" / "readme-compare.png",
+    "assets/web-view-phone.png": ROOT / "bench-results" / "ui" / "readme-dataset-phone.png",
 }
 
 

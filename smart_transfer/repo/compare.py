@@ -4,7 +4,10 @@ added, the bytes, and the schema column by column. One function for every face: 
 ``compare_versions``.
 
 A version is a block of the current chain, named by its sequence number or its full hash (``resolve_version``).
-The schema at a version is the newest ``SetDataSchema`` at or before it (a chain without one has none)."""
+The schema at a version is the newest ``SetDataSchema`` at or before it; where there is none, the Parquet
+footer of the newest slice at or before it (``slice_fields``: the rule the web view and Delta Sharing use for
+a chain without one, read at each version so that a column a later slice adds shows as added); none if
+there is no slice or it is not Parquet."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from smart_transfer.model import (
     AddData,
     ChainTip,
     DataField,
+    DataSlice,
     InvalidMultihash,
     Multihash,
     SetDataSchema,
@@ -23,6 +27,7 @@ from smart_transfer.model import (
 )
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository, RepositoryError
+from smart_transfer.repo.footer import schema_at
 
 
 class VersionError(RepositoryError):
@@ -101,6 +106,8 @@ class VersionComparison:
     schema_before: tuple[DataField, ...]
     schema_after: tuple[DataField, ...]
     schema_changes: tuple[ColumnChange, ...]
+    #: Where each schema comes from: "recorded" (a SetDataSchema), "footer" (a slice's), or "" (none).
+    schema_sources: tuple[str, str] = ("", "")
 
     @property
     def blocks(self) -> int:
@@ -126,6 +133,8 @@ class VersionComparison:
             "schema_before": [f.to_dict() for f in self.schema_before],
             "schema_after": [f.to_dict() for f in self.schema_after],
             "schema_changes": [c.to_dict() for c in self.schema_changes],
+            "schema_source_before": self.schema_sources[0],
+            "schema_source_after": self.schema_sources[1],
         }
 
 
@@ -193,8 +202,12 @@ class _Tally:
     """What the scan has seen: the schema at the base and at the newest block so far, and what the
     blocks after the base added."""
 
-    schema_before: tuple[DataField, ...] = ()
-    schema_after: tuple[DataField, ...] = ()
+    schema_before: tuple[DataField, ...] | None = None
+    schema_after: tuple[DataField, ...] | None = None
+    #: The newest block at or before the base that added a slice (decoded only if its footer is wanted).
+    base_slice_block: bytes | None = None
+    #: The newest slice the blocks after the base added.
+    newest_slice: DataSlice | None = None
     events: Counter[str] = field(default_factory=Counter)
     slices: list[AddedSlice] = field(default_factory=list)
     checkpoints: int = 0
@@ -206,6 +219,8 @@ class _Tally:
             self.schema_after = fields
             self.schema_before = self.schema_before if after_base else fields
         if not after_base:
+            if _NEW_DATA in body:
+                self.base_slice_block = body
             return
         if _ADD_DATA in body and _NEW_DATA not in body and _NEW_CHECKPOINT not in body:
             self.events["AddData"] += 1  # a watermark: nothing else to count, no need to decode it
@@ -216,6 +231,7 @@ class _Tally:
             return
         if event.new_data is not None:
             piece, interval = event.new_data, event.new_data.offset_interval
+            self.newest_slice = piece
             self.slices.append(
                 AddedSlice(
                     seq,
@@ -230,6 +246,20 @@ class _Tally:
         if event.new_checkpoint is not None:
             self.checkpoints += 1
             self.checkpoint_bytes += event.new_checkpoint.size
+
+    def schemas(self, repo: DatasetRepository) -> tuple[tuple[DataField, ...], tuple[DataField, ...], tuple[str, str]]:
+        """The schema at the base and at the target, and where each comes from (a slice's footer is read
+        only for a version with no SetDataSchema, once when both versions have the same newest slice)."""
+        base_slice = None
+        if self.base_slice_block is not None:
+            event = decode_block(self.base_slice_block).event
+            base_slice = event.new_data if isinstance(event, AddData) else None
+        before, source_before = schema_at(repo, self.schema_before, base_slice)
+        target_slice = self.newest_slice or base_slice
+        if self.schema_after is None and target_slice == base_slice and self.schema_before is None:
+            return before, before, (source_before, source_before)
+        after, source_after = schema_at(repo, self.schema_after, target_slice)
+        return before, after, (source_before, source_after)
 
 
 def compare_versions(
@@ -251,6 +281,7 @@ def compare_versions(
         tally.add(seq, block_hash, body, after_base=seq > first)
     if first not in ends or last not in ends:
         raise CorruptRepository(f"index of {repo.name} ends before block {last}; delete the index to rebuild it")
+    before, after, sources = tally.schemas(repo)
     return VersionComparison(
         str(repo.name),
         ends[first],
@@ -260,7 +291,8 @@ def compare_versions(
         sum(s.size for s in tally.slices),
         tally.checkpoints,
         tally.checkpoint_bytes,
-        tally.schema_before,
-        tally.schema_after,
-        schema_changes(tally.schema_before, tally.schema_after),
+        before,
+        after,
+        schema_changes(before, after),
+        sources,
     )

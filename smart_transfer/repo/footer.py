@@ -131,3 +131,19 @@ def slice_fields(dataset: DatasetRepository, piece: DataSlice) -> tuple[DataFiel
     ``SetDataSchema`` (its first slice's), the one rule the web view and Delta Sharing's metadata share.
     Raises NotParquet or UnnamedType."""
     return footer_fields(slice_footer(dataset, piece))
+
+
+def schema_at(
+    dataset: DatasetRepository, recorded: tuple[DataField, ...] | None, piece: DataSlice | None
+) -> tuple[tuple[DataField, ...], str]:
+    """A version's columns and where they come from: ``recorded`` (its newest SetDataSchema's) if there is
+    one, "recorded"; else ``piece``'s footer, "footer"; else none, "" (no slice, or one that is not
+    Parquet or holds a type Spark cannot name)."""
+    if recorded is not None:
+        return recorded, "recorded"
+    if piece is None:
+        return (), ""
+    try:
+        return slice_fields(dataset, piece), "footer"
+    except (NotParquet, UnnamedType):
+        return (), ""

@@ -163,4 +163,14 @@ def screenshot(driver: object, name: str) -> None:
     if os.environ.get(SCREENSHOTS_ENV) != "1":
         return
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SCREENSHOT_DIR / f"{name}.png"))  # type: ignore[attr-defined]
+    import base64
+
+    # the whole page, not only the window: Chromium's DevTools capture beyond the viewport
+    width, height = driver.execute_script(  # type: ignore[attr-defined]
+        "return [window.innerWidth, document.documentElement.scrollHeight]"
+    )
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    shot = driver.execute_cdp_cmd(  # type: ignore[attr-defined]
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    (SCREENSHOT_DIR / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))

@@ -104,8 +104,10 @@ def test_the_list_shows_exactly_what_the_token_may_read(ui_server: UiServer, bro
     assert browser.find_element(_by("ID"), "subject").text == "alice"
     assert "secret-d" not in browser.page_source
     assert ui_server.tokens["alice"] not in browser.page_source  # the secret is never shown
-    head = browser.find_element(_by("CSS_SELECTOR"), "#datasets tbody tr[data-name=pub-rich] code").text
-    assert len(head) == 69 and head.startswith("f1220")  # the full head, not a prefix
+    head = browser.find_element(_by("CSS_SELECTOR"), "#datasets tbody tr[data-name=pub-rich] code")
+    full = head.get_attribute("textContent")  # the full head, copied by its button, shown by its end
+    assert len(full) == 69 and full.startswith("f1220") and head.get_attribute("title") == full
+    assert head.text.endswith(full[-12:]) and head.size["width"] < 200
     screenshot(browser, f"datasets-{ui_server.backend}")
     cookie = browser.get_cookie("smart_transfer_token")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and "expiry" not in cookie
@@ -161,7 +163,8 @@ def test_a_dataset_page_shows_chain_schema_and_tails_rows(ui_server: UiServer, b
     # the copy button copies the element it names: the exact pull command
     button = browser.find_element(_by("CSS_SELECTOR"), "button[data-copy=pull-command]")
     copied = browser.find_element(_by("ID"), button.get_attribute("data-copy")).text
-    assert copied == f"smart-transfer pull {url}/pub-rich"
+    assert copied == f"smart-transfer pull {url}/pub-rich --token YOUR_TOKEN"  # a placeholder, never the token
+    assert browser.find_element(_by("ID"), "sharing-link").get_attribute("href").endswith("#sharing")
     button.click()
     _no_dialog(browser)
     pandas = browser.find_element(_by("ID"), "sharing-pandas").text

@@ -5,6 +5,7 @@ HTML in column names, values and dataset fields, and bad versions answered with 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +20,21 @@ from smart_transfer.model import DataField, SetDataSchema, SetInfo
 from smart_transfer.reading.dataset import open_dataset
 from smart_transfer.repo import Workspace
 from smart_transfer.server.auth import add_token
-from tests.browser.conftest import HTML_COLUMN, HTML_DESCRIPTION, XSS, screenshot
+from tests.browser.conftest import HTML_COLUMN, HTML_DESCRIPTION, SCREENSHOTS_ENV, XSS, screenshot
 from tests.browser.test_ui import _by, _no_dialog, _sign_in, _status, _wait
-from tests.conftest import ServerProcess, backend_args, run_cli, start_server, summary
+from tests.conftest import ROOT, ServerProcess, backend_args, run_cli, start_server, summary
 from tests.scale import commit_checkpoint, write_checkpoint
 from tests.slices import add_slices
 
 NAME = "ev-rich"
+#: A dataset made with `add` alone (no SetDataSchema): its schemas come from its slices' footers.
+PLAIN = "ev-plain"
+#: axe-core, from the npm registry (tools/asyncapi-validate/package.json; `make node-deps` installs it).
+AXE = ROOT / "tools" / "asyncapi-validate" / "node_modules" / "axe-core" / "axe.min.js"
+#: Violations of these impacts fail the test (axe's others: moderate, minor).
+AXE_FAILING = ("serious", "critical")
+#: The narrowest width the pages must lay out without breaking a name or a number (px).
+NARROW = 360
 #: The checkpoint block's files.
 CHECKPOINT_FILES = ["000001.sst", "000002.sst", "CURRENT", "MANIFEST-000003"]
 
@@ -68,6 +77,18 @@ def _seed(workspace: Path, work: Path) -> None:
         commit_checkpoint(opened, NAME, write_checkpoint(work / "checkpoint", CHECKPOINT_FILES, "1"))
 
 
+def _seed_plain(workspace: Path, work: Path) -> None:
+    """Two slices added with `add` and no schema block; the second has one column more (blocks 0 to 2)."""
+    work.mkdir(parents=True)
+    first = {"offset": pa.array([0, 1], pa.int64()), "name": ["a", "b"]}
+    for number, columns in enumerate([first, {"offset": pa.array([2], pa.int64()), "name": ["c"], "score": [1.5]}]):
+        pq.write_table(pa.table(columns), work / f"{number}.parquet")
+        added = run_cli(
+            "add", PLAIN, str(work / f"{number}.parquet"), "--records", str(len(columns["offset"])), workspace=workspace
+        )
+        assert added.returncode == 0, added.stderr
+
+
 @pytest.fixture(scope="module", params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def versions_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -82,7 +103,9 @@ def versions_server(
     try:
         workspace = root / "workspace"
         _seed(workspace, root / "in")
-        summary(run_cli("push", NAME, f"{server.url}/{NAME}", "--token", writer, "--json", workspace=workspace))
+        _seed_plain(workspace, root / "plain")
+        for name in (NAME, PLAIN):
+            summary(run_cli("push", name, f"{server.url}/{name}", "--token", writer, "--json", workspace=workspace))
         yield VersionsServer(server, request.param, workspace, reader)
     finally:
         server.stop()
@@ -118,8 +141,8 @@ def test_a_block_page_shows_its_slice_and_the_rows_export_writes(versions_server
     browser.find_element(_by("CSS_SELECTOR"), "#chain tr[data-sequence='1'] td a").click()  # the chain links it
     _wait(browser, lambda d: d.find_elements(_by("ID"), "block-hash"))
     assert browser.current_url == f"{url}/ui/datasets/{NAME}/blocks/1"
-    assert browser.find_element(_by("ID"), "block-hash").text == hashes[1]  # in full
-    assert browser.find_element(_by("ID"), "prev-hash").text == hashes[0]
+    assert browser.find_element(_by("ID"), "block-hash").get_attribute("textContent") == hashes[1]  # in full
+    assert browser.find_element(_by("ID"), "prev-hash").get_attribute("textContent") == hashes[0]
     assert browser.find_element(_by("ID"), "kind").text == "AddData"
     assert browser.find_element(_by("ID"), "slice-offsets").text == "0-9"
 
@@ -172,8 +195,8 @@ def test_a_comparison_chosen_on_the_chain_equals_diff_json(versions_server: Vers
     def value(element_id: str) -> int:
         return int(browser.find_element(_by("ID"), element_id).get_attribute("data-value"))
 
-    assert browser.find_element(_by("ID"), "from-hash").text == expected["from"]["hash"]
-    assert browser.find_element(_by("ID"), "to-hash").text == expected["to"]["hash"]
+    assert browser.find_element(_by("ID"), "from-hash").get_attribute("textContent") == expected["from"]["hash"]
+    assert browser.find_element(_by("ID"), "to-hash").get_attribute("textContent") == expected["to"]["hash"]
     assert value("cmp-blocks") == expected["blocks"] == 4
     assert value("cmp-records") == expected["records"] == len(_exported(workspace, (3, 6))) == 3
     assert value("cmp-data-bytes") == expected["data_bytes"]
@@ -183,7 +206,7 @@ def test_a_comparison_chosen_on_the_chain_equals_diff_json(versions_server: Vers
         for e in browser.find_elements(_by("CSS_SELECTOR"), "#cmp-blocks .event")
     }
     assert events == expected["events"] == {"AddData": 2, "SetDataSchema": 1, "SetInfo": 1}
-    slices = [row[-1] for row in _table(browser, "#cmp-slices")]
+    slices = [c.get_attribute("textContent") for c in browser.find_elements(_by("CSS_SELECTOR"), "#cmp-slices code")]
     assert slices == [s["physical_hash"] for s in expected["slices"]]
     changes = [row[:2] for row in _table(browser, "#schema-changes")]
     assert changes == [[c["change"], c["name"]] for c in expected["schema_changes"]]
@@ -207,3 +230,87 @@ def test_bad_versions_and_other_datasets_get_a_page_saying_so(versions_server: V
         code, body = _status(path, cookie=token)
         assert code == status and fragment.encode() in body and b"Traceback" not in body, path
     assert _status(f"{base}/blocks/1")[0] == 401  # signed out: the sign-in form
+
+
+def test_a_comparison_without_schema_blocks_reads_the_slices_footers(
+    versions_server: VersionsServer, browser: Any
+) -> None:
+    url, workspace = versions_server.server.url, versions_server.workspace
+    expected = summary(run_cli("diff", PLAIN, "1", "2", "--json", workspace=workspace))
+    assert [(c["change"], c["name"], c["after"]["type"]) for c in expected["schema_changes"]] == [
+        ("added", "score", "DOUBLE")
+    ]
+    assert (expected["schema_source_before"], expected["schema_source_after"]) == ("footer", "footer")
+    _sign_in(browser, url, versions_server.token)
+    browser.get(f"{url}/ui/datasets/{PLAIN}/compare?from=1&to=2")
+    changes = _table(browser, "#schema-changes")
+    assert [[*row[:2], row[3]] for row in changes] == [["added", "score", "DOUBLE"]]
+    sources = browser.find_element(_by("ID"), "schema-sources")
+    assert (sources.get_attribute("data-before"), sources.get_attribute("data-after")) == ("footer", "footer")
+
+
+def _axe_failures(driver: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page loaded (its script injected by the driver,
+    which the page's Content-Security-Policy does not govern)."""
+    driver.execute_script(AXE.read_text())
+    found = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']}).then("
+        "  (r) => done(r.violations.map((v) => [v.impact, v.id, v.nodes.map((n) => n.target.join(' ')).slice(0, 3)])),"
+        "  (e) => done([['critical', 'axe failed', [String(e)]]]));"
+    )
+    return [f"{rule} {targets}" for impact, rule, targets in found if impact in AXE_FAILING]
+
+
+#: Text that breaks across lines in a cell, a heading, a time or a copyable command: elements whose text
+#: lies on more than one line, and the page's width beyond the window's.
+_BROKEN_LAYOUT = """
+const lines = (element) => {
+  const bottoms = new Set();
+  const texts = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let text = texts.nextNode(); text; text = texts.nextNode()) {
+    if (text.parentElement.closest(".elided")) continue;  // a hash's hidden part: out of sight by design
+    const range = document.createRange();
+    range.selectNodeContents(text);
+    for (const rect of range.getClientRects()) if (rect.width > 0) bottoms.add(Math.round(rect.bottom));
+  }
+  return bottoms.size;
+};
+const kept = "td:not(.wrap), th, h1, time, a.dataset, .copyable > code, p code:not(.long)";
+const broken = [...document.querySelectorAll(kept)]
+  .filter((e) => lines(e) > 1).map((e) => e.tagName + " " + e.textContent.slice(0, 30));
+const page = document.documentElement;
+if (page.scrollWidth > page.clientWidth) broken.push("page wider than the window: " + page.scrollWidth);
+return broken;
+"""
+
+
+def test_every_page_passes_axe_and_keeps_names_and_numbers_whole(versions_server: VersionsServer, browser: Any) -> None:
+    if not AXE.exists():
+        pytest.skip("no axe-core: run `make node-deps`")
+    url = versions_server.server.url
+    base = f"{url}/ui/datasets/{NAME}"
+    pages = {
+        "signin": f"{url}/ui/signin",
+        "list": f"{url}/ui",
+        "dataset": base,
+        "block": f"{base}/blocks/3",
+        "checkpoint": f"{base}/blocks/6",
+        "compare": f"{base}/compare?from=2&to=6",
+        "server": f"{url}/ui/server",
+        "error": f"{base}/blocks/99",
+    }
+    # each page once, narrow (axe's rules hold at any width); with screenshots on, wide too
+    widths = (1280, 390) if os.environ.get(SCREENSHOTS_ENV) == "1" else (NARROW,)
+    failures: dict[str, list[str]] = {}
+    for page, address in pages.items():
+        if page == "list":
+            _sign_in(browser, url, versions_server.token)
+        for width in widths:
+            browser.set_window_size(width, 900)
+            browser.get(address)
+            screenshot(browser, f"ui-{page}-{width}")
+            if width == widths[-1]:
+                failures[page] = _axe_failures(browser) + browser.execute_script(_BROKEN_LAYOUT)
+    assert browser.execute_script("return window.innerWidth") <= 390  # the narrow width took effect
+    assert {page: found for page, found in failures.items() if found} == {}

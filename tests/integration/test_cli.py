@@ -142,6 +142,39 @@ def test_diff_compares_two_versions_in_text_and_json(tmp_path: Path) -> None:
     assert "records      +8 (0 -> 8)" in text.stdout and log[1]["new_data"]["physical_hash"] in text.stdout
 
 
+def test_diff_reads_slice_footers_where_the_chain_records_no_schema(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from smart_transfer.model import DataField, SetDataSchema
+    from smart_transfer.repo import Workspace
+    from smart_transfer.repo.compare import compare_versions
+
+    ws = tmp_path / "ws"
+    tables = [pa.table({"offset": pa.array([0], pa.int64())}), pa.table({"offset": [1], "score": [1.5]})]
+    for number, table in enumerate(tables):
+        pq.write_table(table, tmp_path / f"{number}.parquet")
+        assert run(ws, "add", "plain", str(tmp_path / f"{number}.parquet"), "--records", "1").returncode == 0
+    recorded = (DataField("offset", "BIGINT", False),)
+    with Workspace(ws) as opened:
+        opened.dataset("plain").append([SetDataSchema(recorded)])  # block 3
+    diff = orjson.loads(run(ws, "diff", "plain", "1", "2", "--json").stdout)
+    assert [(c["change"], c["name"], c["after"]) for c in diff["schema_changes"]] == [
+        ("added", "score", {"name": "score", "type": "DOUBLE", "nullable": True})
+    ]
+    assert (diff["schema_source_before"], diff["schema_source_after"]) == ("footer", "footer")
+    assert "schema       slice footer -> slice footer\n" in run(ws, "diff", "plain", "1", "2").stdout
+    with Workspace(ws) as opened:
+        dataset = opened.dataset("plain")
+        seed_to_first = compare_versions(dataset, dataset.require_tip(), "0", "1")  # block 0 holds no slice
+        to_recorded = compare_versions(dataset, dataset.require_tip(), "2", "3")
+    assert seed_to_first.schema_sources == ("", "footer") and seed_to_first.schema_after == (
+        DataField("offset", "BIGINT"),
+    )
+    assert to_recorded.schema_sources == ("footer", "recorded")
+    assert [(c.change, c.name) for c in to_recorded.schema_changes] == [("changed", "offset"), ("removed", "score")]
+
+
 def test_diff_of_a_version_not_on_the_chain_is_one_clear_line(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (tmp_path / "f").write_bytes(b"x")

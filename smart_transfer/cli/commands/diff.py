@@ -27,6 +27,10 @@ def _field(column: DataField | None) -> str:
     return f"{column.type}{'' if column.nullable else ' NOT NULL'}"
 
 
+#: Where a version's schema comes from, as the text says it (repo/compare.py's schema_sources).
+SCHEMA_SOURCES = {"recorded": "SetDataSchema", "footer": "slice footer", "": "none"}
+
+
 def print_comparison(comparison: VersionComparison) -> None:
     """The comparison as lines a person reads: the two versions, totals, schema changes, slices."""
     base, target = comparison.base, comparison.target
@@ -38,10 +42,11 @@ def print_comparison(comparison: VersionComparison) -> None:
     print(f"records      +{comparison.records:,} ({base.records:,} -> {target.records:,})")
     print(f"data         +{comparison.data_bytes:,} bytes in {len(comparison.slices)} slice(s)")
     print(f"checkpoints  +{comparison.checkpoint_bytes:,} bytes in {comparison.checkpoints} checkpoint(s)")
+    before, after = (SCHEMA_SOURCES[source] for source in comparison.schema_sources)
     if not comparison.schema_changes:
-        print(f"schema       unchanged ({len(comparison.schema_after)} column(s))")
+        print(f"schema       unchanged ({len(comparison.schema_after)} column(s), {after})")
     else:
-        print("schema")
+        print(f"schema       {before} -> {after}")
         rows = [
             {"change": c.change, "column": c.name, "before": _field(c.before), "after": _field(c.after)}
             for c in comparison.schema_changes

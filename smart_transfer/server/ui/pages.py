@@ -173,9 +173,19 @@ def dataset_page(
         "about": memory.about_of(repo, tip),
         "preview": preview(repo, tip, lambda count: count_preview(state, count)),
         "peers": state.peers.listed(repo),
-        "pull": f"smart-transfer pull {base_url}/{repo.name}",
+        "pull": pull_command(base_url, repo.name, not state.authorizer.anonymous),
         "sharing": sharing_lines(base_url, repo.name),
     }
+
+
+#: What the pull command shows for the token on a server with tokens: a placeholder, never a token.
+TOKEN_PLACEHOLDER = "YOUR_TOKEN"
+
+
+def pull_command(base_url: str, name: str, tokens: bool) -> str:
+    """The command that pulls the dataset; on a server with tokens it takes one (run without, it fails)."""
+    command = f"smart-transfer pull {base_url}/{name}"
+    return f"{command} --token {TOKEN_PLACEHOLDER}" if tokens else command
 
 
 def sharing_lines(base_url: str, name: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 import smart_transfer
+from smart_transfer.server.ui.when import ago, utc_text
 
 HERE = Path(__file__).resolve().parent
 #: Where the pages' stylesheet and script are (served under /ui/static).
@@ -55,6 +56,8 @@ def _size(value: int | None) -> str:
 
 _environment.filters["number"] = _number
 _environment.filters["size"] = _size
+_environment.filters["ago"] = ago
+_environment.filters["utc"] = utc_text
 
 
 def static_file(files: dict[str, tuple[Path, str]], name: str) -> Response:

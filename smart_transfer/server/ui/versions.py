@@ -114,7 +114,7 @@ def block_page(
     return {
         "name": str(repo.name),
         "block": block,
-        "hash": str(block_hash),
+        "block_hash": str(block_hash),
         "kind": type(event).__name__,
         "event": event,
         "slice": entry,

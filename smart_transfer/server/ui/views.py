@@ -24,7 +24,7 @@ from smart_transfer.model import (
 )
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import DatasetNotFound
-from smart_transfer.repo.footer import NotParquet, UnnamedType, slice_fields
+from smart_transfer.repo.footer import schema_at
 from smart_transfer.repo.rows import ReadBudget, ReadBudgetExceeded, tail_from_store
 from smart_transfer.server.rest_read import describe
 
@@ -200,22 +200,8 @@ def scan_about(repo: DatasetRepository, tip: ChainTip) -> About:
             info = event
         elif isinstance(event, AddData) and first is None:
             first = event.new_data
-    fields, source = _schema(repo, schema, first)
+    fields, source = schema_at(repo, schema.fields if schema else None, first)
     return About(fields, info.description if info else "", info.keywords if info else (), source)
-
-
-def _schema(
-    repo: DatasetRepository, recorded: SetDataSchema | None, first: DataSlice | None
-) -> tuple[tuple[DataField, ...], str]:
-    """The recorded schema, else the first slice's footer (Delta Sharing's rule); none if unreadable."""
-    if recorded is not None:
-        return recorded.fields, "recorded"
-    if first is None:
-        return (), ""
-    try:
-        return slice_fields(repo, first), "footer"
-    except (NotParquet, UnnamedType):
-        return (), ""
 
 
 def cell_text(value: Any) -> str:

@@ -68,6 +68,10 @@ class Metrics:
             "Store calls that failed (timeouts, connection errors, error answers), by operation",
             ["operation"],
         )
+        self.sharing_footer_reads = counter(
+            "smart_transfer_sharing_footer_reads",
+            "Parquet footers Delta Sharing read for file statistics (once per slice, then kept in the index)",
+        )
         self.busy = counter(
             "smart_transfer_busy_answers", "Busy answers (Busy / HTTP 429 / 503), by what was at its limit", ["limit"]
         )

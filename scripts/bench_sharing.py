@@ -27,6 +27,7 @@ frame = delta_sharing.load_as_pandas(sys.argv[1])
 seconds = time.perf_counter() - started
 print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
+_SHARING_DELTA = _SHARING.replace("load_as_pandas(sys.argv[1])", "load_as_pandas(sys.argv[1], use_delta_format=True)")
 _PULL = """
 import json, resource, sys, time
 from smart_transfer.client import SyncClient, open_dataset
@@ -98,13 +99,14 @@ def sharing_case(
         json.dumps({"shareCredentialsVersion": 1, "endpoint": f"{url}/delta-sharing", "bearerToken": "x"})
     )
     table = f"{profile}#smart-transfer.datasets.{NAME}"
-    peaks: dict[str, list[int]] = {"load_as_pandas": [], "pull + to_pandas": []}
-    for run in range(RUNS):
-        shared = _read(_SHARING, [table], env)
-        record("h delta sharing 1M", "load_as_pandas", shared["seconds"])
-        pulled = _read(_PULL, [f"{url}/{NAME}", str(work / f"ws-sharing-pull-{run}"), NAME], env)
-        record("h delta sharing 1M", "pull + to_pandas", pulled["seconds"])
-        peaks["load_as_pandas"].append(round(shared["kib"] / 1024))
-        peaks["pull + to_pandas"].append(round(pulled["kib"] / 1024))
+    readers = {"load_as_pandas": _SHARING, "load_as_pandas delta format": _SHARING_DELTA, "pull + to_pandas": _PULL}
+    peaks: dict[str, list[int]] = {reader: [] for reader in readers}
+    for run in range(RUNS):  # interleaved, so a load on the machine weighs on every reader alike
+        for reader, script in readers.items():
+            pulled = script is _PULL
+            args = [f"{url}/{NAME}", str(work / f"ws-sharing-pull-{run}"), NAME] if pulled else [table]
+            figures = _read(script, args, env)
+            record("h delta sharing 1M", reader, figures["seconds"])
+            peaks[reader].append(round(figures["kib"] / 1024))
     extra["h_peak_rss_mib"] = peaks
     print(f"  peak RSS, MiB: {peaks}", flush=True)

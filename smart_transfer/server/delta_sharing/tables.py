@@ -170,15 +170,20 @@ class Tables:
         keys = [str(p.physical_hash) for p in pieces]
         with self._lock:
             known = {key: self._stats[key] for key in keys if key in self._stats}
-        unknown = list(dict.fromkeys(key for key in keys if key not in known))
+        unknown = {key: piece for key, piece in zip(keys, pieces, strict=True) if key not in known}
         if unknown:
-            recorded = self.repository.index.slice_stats(STATS_FORMAT, unknown)
-            known.update({key: stats_from_bytes(raw) for key, raw in zip(unknown, recorded, strict=True) if raw})
-            missing = list({str(p.physical_hash): p for p in pieces if str(p.physical_hash) not in known}.values())
+            found = self._recorded(list(unknown))
+            missing = [piece for key, piece in unknown.items() if key not in found]
             if missing:
-                known.update(self._read_footers(history, missing))
-            self._remember({key: known[key] for key in unknown})
+                found.update(self._read_footers(history, missing))
+            self._remember(found)
+            known.update(found)
         return [known[key] for key in keys]
+
+    def _recorded(self, keys: list[str]) -> dict[str, SliceStats]:
+        """The statistics the index records for ``keys`` (one multi-get)."""
+        recorded = self.repository.index.slice_stats(STATS_FORMAT, keys)
+        return {key: stats_from_bytes(raw) for key, raw in zip(keys, recorded, strict=True) if raw is not None}
 
     def _read_footers(self, history: TableHistory, missing: list[DataSlice]) -> dict[str, SliceStats]:
         dataset = self.repository.dataset(history.dataset)

@@ -26,15 +26,20 @@ def _peak_kib():
     with open("/proc/self/status") as status:
         return int(re.search(r"VmHWM:\\s+(\\d+)", status.read()).group(1))
 """
-_SHARING = _PEAK + """
+_SHARING = (
+    _PEAK
+    + """
 import delta_sharing
 started = time.perf_counter()
 frame = delta_sharing.load_as_pandas(sys.argv[1])
 seconds = time.perf_counter() - started
 print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": _peak_kib()}))
 """
+)
 _SHARING_DELTA = _SHARING.replace("load_as_pandas(sys.argv[1])", "load_as_pandas(sys.argv[1], use_delta_format=True)")
-_PULL = _PEAK + """
+_PULL = (
+    _PEAK
+    + """
 from smart_transfer.client import SyncClient, open_dataset
 started = time.perf_counter()
 with SyncClient(sys.argv[2]) as client:
@@ -44,6 +49,7 @@ with open_dataset(sys.argv[2], sys.argv[3]) as dataset:
 seconds = time.perf_counter() - started
 print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": _peak_kib()}))
 """
+)
 
 
 def _slices(directory: Path) -> list[tuple[Path, int]]:

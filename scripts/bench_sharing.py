@@ -19,16 +19,27 @@ SLICES = 20
 RUNS = 3
 NAME = "sharing-1m"
 
-_SHARING = """
-import json, resource, sys, time
+#: The reader's own peak RSS: VmHWM starts afresh at exec, where ru_maxrss keeps the parent's high-water mark.
+_PEAK = """
+import json, re, sys, time
+def _peak_kib():
+    with open("/proc/self/status") as status:
+        return int(re.search(r"VmHWM:\\s+(\\d+)", status.read()).group(1))
+"""
+_SHARING = (
+    _PEAK
+    + """
 import delta_sharing
 started = time.perf_counter()
 frame = delta_sharing.load_as_pandas(sys.argv[1])
 seconds = time.perf_counter() - started
-print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": _peak_kib()}))
 """
-_PULL = """
-import json, resource, sys, time
+)
+_SHARING_DELTA = _SHARING.replace("load_as_pandas(sys.argv[1])", "load_as_pandas(sys.argv[1], use_delta_format=True)")
+_PULL = (
+    _PEAK
+    + """
 from smart_transfer.client import SyncClient, open_dataset
 started = time.perf_counter()
 with SyncClient(sys.argv[2]) as client:
@@ -36,8 +47,9 @@ with SyncClient(sys.argv[2]) as client:
 with open_dataset(sys.argv[2], sys.argv[3]) as dataset:
     frame = dataset.to_pandas()
 seconds = time.perf_counter() - started
-print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"seconds": seconds, "rows": len(frame), "kib": _peak_kib()}))
 """
+)
 
 
 def _slices(directory: Path) -> list[tuple[Path, int]]:
@@ -98,13 +110,14 @@ def sharing_case(
         json.dumps({"shareCredentialsVersion": 1, "endpoint": f"{url}/delta-sharing", "bearerToken": "x"})
     )
     table = f"{profile}#smart-transfer.datasets.{NAME}"
-    peaks: dict[str, list[int]] = {"load_as_pandas": [], "pull + to_pandas": []}
-    for run in range(RUNS):
-        shared = _read(_SHARING, [table], env)
-        record("h delta sharing 1M", "load_as_pandas", shared["seconds"])
-        pulled = _read(_PULL, [f"{url}/{NAME}", str(work / f"ws-sharing-pull-{run}"), NAME], env)
-        record("h delta sharing 1M", "pull + to_pandas", pulled["seconds"])
-        peaks["load_as_pandas"].append(round(shared["kib"] / 1024))
-        peaks["pull + to_pandas"].append(round(pulled["kib"] / 1024))
+    readers = {"load_as_pandas": _SHARING, "load_as_pandas delta format": _SHARING_DELTA, "pull + to_pandas": _PULL}
+    peaks: dict[str, list[int]] = {reader: [] for reader in readers}
+    for run in range(RUNS):  # interleaved, so a load on the machine weighs on every reader alike
+        for reader, script in readers.items():
+            pulled = script is _PULL
+            args = [f"{url}/{NAME}", str(work / f"ws-sharing-pull-{run}"), NAME] if pulled else [table]
+            figures = _read(script, args, env)
+            record("h delta sharing 1M", reader, figures["seconds"])
+            peaks[reader].append(round(figures["kib"] / 1024))
     extra["h_peak_rss_mib"] = peaks
     print(f"  peak RSS, MiB: {peaks}", flush=True)

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -107,13 +108,13 @@ def store_args(s3: bool) -> list[str]:
     return ["--s3-endpoint", endpoint, "--s3-bucket", bucket, "--s3-prefix", f"bench-ui-{os.getpid()}-{time.time_ns()}"]
 
 
-def serve(root: Path, s3: bool) -> tuple[subprocess.Popen[str], str]:
-    """A server on a free ephemeral port (``serve`` refuses --port 0), and its URL."""
+def serve(root: Path, s3: bool, extra: Sequence[str] = ()) -> tuple[subprocess.Popen[str], str]:
+    """A server on a free ephemeral port (``serve`` refuses --port 0), with ``extra`` options, and its URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     process = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--root", str(root), *store_args(s3)],
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--root", str(root), *store_args(s3), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

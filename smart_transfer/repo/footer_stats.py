@@ -155,3 +155,46 @@ def footer_stats(metadata: pq.FileMetaData) -> SliceStats:
             columns[field.name] = _column(metadata, leaf, kind, field.type)
         leaf += _leaves(field.type)
     return SliceStats(metadata.num_rows, columns)
+
+
+#: The stored form's version: a change of ``to_bytes`` bumps it, and the old records are never read.
+STATS_FORMAT = 1
+
+
+def _stored_bound(kind: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if kind == "decimal":
+        return str(value)
+    if kind == "date":
+        return value.isoformat()
+    return value  # int, float (orjson writes the shortest text that reads back the same), str, micros
+
+
+def _read_bound(kind: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if kind == "decimal":
+        return decimal.Decimal(value)
+    if kind == "date":
+        return dt.date.fromisoformat(value)
+    return value
+
+
+def stats_to_bytes(stats: SliceStats) -> bytes:
+    """A slice's statistics as bytes that ``stats_from_bytes`` reads back equal (JSON)."""
+    columns = {
+        name: [c.kind, _stored_bound(c.kind, c.low), _stored_bound(c.kind, c.high), c.nulls]
+        for name, c in stats.columns.items()
+    }
+    return orjson.dumps({"n": stats.num_records, "c": columns})
+
+
+def stats_from_bytes(raw: bytes) -> SliceStats:
+    """Statistics ``stats_to_bytes`` wrote."""
+    obj = orjson.loads(raw)
+    columns = {
+        name: ColumnStats(kind, _read_bound(kind, low), _read_bound(kind, high), nulls)
+        for name, (kind, low, high, nulls) in obj["c"].items()
+    }
+    return SliceStats(obj["n"], columns)

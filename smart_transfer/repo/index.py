@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -268,4 +268,25 @@ class RepositoryIndex:
         batch = WriteBatch(raw_mode=True)
         for url in urls:
             batch.delete(_key(dataset, "p", url.encode()))
+        self._db.write(batch)
+
+    # -- slice statistics (Delta Sharing's; see repo/footer_stats.py) ------------------------------
+
+    #: Statistics are the content's, so they are kept by physical hash for every dataset at once; a
+    #: dataset name is never empty, so this prefix is no dataset's. The format's version is in the key.
+    _STATS_PREFIX = b"\0stats\0"
+
+    def slice_stats(self, format_version: int, hashes: Sequence[str]) -> list[bytes | None]:
+        """The recorded statistics of each slice by physical hash (None where none are recorded)."""
+        prefix = self._STATS_PREFIX + str(format_version).encode() + b"\0"
+        found = self._db.get([prefix + text.encode() for text in hashes])  # one multi-get
+        return list(found or [])
+
+    def record_slice_stats(self, format_version: int, records: Iterable[tuple[str, bytes]]) -> None:
+        """Record statistics by physical hash: one atomic batch, so a reader sees a record whole or not at
+        all (a crash midway loses records, which are read again from their footers)."""
+        prefix = self._STATS_PREFIX + str(format_version).encode() + b"\0"
+        batch = WriteBatch(raw_mode=True)
+        for text, raw in records:
+            batch.put(prefix + text.encode(), raw)
         self._db.write(batch)

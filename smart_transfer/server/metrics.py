@@ -13,6 +13,8 @@ __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 #: Store call latency buckets, seconds: local S3 answers in milliseconds, a stalled one in its timeout.
 STORE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+FOOTER_READS_HELP = "Parquet footers Delta Sharing read for file statistics (once per slice, then kept in the index)"
+
 
 class Metrics:
     """Every metric the server exports."""
@@ -68,6 +70,7 @@ class Metrics:
             "Store calls that failed (timeouts, connection errors, error answers), by operation",
             ["operation"],
         )
+        self.sharing_footer_reads = counter("smart_transfer_sharing_footer_reads", FOOTER_READS_HELP)
         self.busy = counter(
             "smart_transfer_busy_answers", "Busy answers (Busy / HTTP 429 / 503), by what was at its limit", ["limit"]
         )

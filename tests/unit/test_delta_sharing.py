@@ -259,7 +259,7 @@ def test_a_recorded_schema_is_the_tables_schema(tmp_path: Path) -> None:
         repository.dataset("shop.orders").append([SetDataSchema(recorded)])
         tables = Tables(repository)
         history = tables.history("shop.orders")
-        assert history.latest == 1 and history.files(0, 1) == []
+        assert history.latest == 1 and list(history.files(0, 1)) == []
         assert tables.schema(history, 1)["fields"] == [
             {"name": "offset", "type": "long", "nullable": False, "metadata": {}},
             {"name": "price", "type": "decimal(10,2)", "nullable": True, "metadata": {}},

@@ -55,7 +55,7 @@ def sharing_app(state: ServerState) -> FastAPI:
         redoc_url=None,
     )
     app.state.smart_transfer = state
-    app.state.sharing_tables = Tables(state.repository)
+    app.state.sharing_tables = Tables(state.repository, state.metrics)
     app.add_exception_handler(RequestValidationError, sharing_validation_handler)
     app.add_exception_handler(HTTPException, sharing_http_handler)
     handled: tuple[type[Exception], ...] = (SharingError, *TYPED_ERRORS, Exception)

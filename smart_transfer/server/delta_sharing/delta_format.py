@@ -11,7 +11,7 @@ list without parquet) gets the delta format."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -102,8 +102,8 @@ def file_line(chosen: ResponseFormat, signed: SignedFile, wrapper: str, with_ver
     return {"file": {**fields, "deltaSingleAction": {"add": add}}}
 
 
-def table_answer(chosen: ResponseFormat, lines: Sequence[dict[str, Any]], version: int) -> Response:
-    """The NDJSON answer, naming its format in the capabilities header."""
-    answer = ndjson_answer(lines, version)
+def table_answer(chosen: ResponseFormat, chunks: Iterator[bytes], version: int) -> Response:
+    """The NDJSON answer, streamed, naming its format in the capabilities header."""
+    answer = ndjson_answer(chunks, version)
     answer.headers[CAPABILITIES_HEADER] = f"{_FORMAT_KEY}={chosen.value}"
     return answer

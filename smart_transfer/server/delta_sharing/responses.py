@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from smart_transfer.repo.footer_stats import SliceStats
 from smart_transfer.server.delta_sharing.errors import invalid
@@ -24,10 +24,15 @@ MAX_RESULTS = 1000
 _TOKEN_PREFIX = "st1:"
 
 
-def ndjson_answer(lines: Sequence[dict[str, Any]], version: int) -> Response:
-    """An NDJSON table answer: one JSON object per line."""
-    body = b"".join(orjson.dumps(line) + b"\n" for line in lines)
-    return Response(body, media_type=NDJSON, headers={VERSION_HEADER: str(version)})
+def ndjson_bytes(lines: Iterable[dict[str, Any]]) -> bytes:
+    """Lines of an NDJSON answer: one JSON object per line."""
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+def ndjson_answer(chunks: Iterator[bytes], version: int) -> StreamingResponse:
+    """An NDJSON table answer, sent chunk by chunk as ``chunks`` makes them (chunked transfer encoding:
+    an answer cut short by an error is seen as cut short, never as complete; see ``stream.py``)."""
+    return StreamingResponse(chunks, media_type=NDJSON, headers={VERSION_HEADER: str(version)})
 
 
 def version_answer(version: int) -> Response:
@@ -41,7 +46,7 @@ def protocol_line() -> dict[str, Any]:
 
 def metadata_line(history: TableHistory, schema: dict[str, Any], version: int | None) -> dict[str, Any]:
     """The table's metadata (``version`` when the request named one)."""
-    files = history.files(0, version if version is not None else history.latest)
+    at = version if version is not None else history.latest
     metadata: dict[str, Any] = {
         "id": history.table_id,
         "name": history.dataset,
@@ -49,8 +54,8 @@ def metadata_line(history: TableHistory, schema: dict[str, Any], version: int | 
         "schemaString": schema_string(schema),
         "partitionColumns": [],
         "configuration": {"enableChangeDataFeed": "true"},
-        "size": sum(f.data.size for f in files if f.data is not None),
-        "numFiles": len(files),
+        "size": history.size_upto(at),
+        "numFiles": history.file_count(0, at),
     }
     if version is not None:
         metadata["version"] = version

@@ -6,7 +6,7 @@ this server."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -32,7 +32,7 @@ from smart_transfer.server.delta_sharing.docs import (
     table_responses,
 )
 from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
-from smart_transfer.server.delta_sharing.hints import Predicate, json_predicate, prune, sql_predicate
+from smart_transfer.server.delta_sharing.hints import Predicate, json_predicate, sql_predicate
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, dataset_name, is_schema, is_share, table_name
 from smart_transfer.server.delta_sharing.query import LONG_MAX, QUERY_BODY_DOCUMENT, QueryRequest, query_body
 from smart_transfer.server.delta_sharing.responses import (
@@ -44,6 +44,7 @@ from smart_transfer.server.delta_sharing.responses import (
     protocol_line,
     version_answer,
 )
+from smart_transfer.server.delta_sharing.stream import kept_files, streamed
 from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
 from smart_transfer.server.guard import Asking, admitted, authenticate
 from smart_transfer.server.listing import DATASETS_PER_PAGE, check_page_size, may_list, readable_datasets
@@ -234,7 +235,7 @@ def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME, fmt: Format
     history = _table(who, share, schema, table)
     schema_json = who.tables.schema(history, history.latest)
     lines = header_lines(fmt, protocol_line(), metadata_line(history, schema_json, None))
-    return table_answer(fmt, lines, history.latest)
+    return table_answer(fmt, streamed(lines, iter([]), history.dataset), history.latest)
 
 
 def _signed(who: Caller, history: TableHistory, chosen: list[tuple[TableVersion, SliceStats]]) -> list[SignedFile]:
@@ -250,20 +251,35 @@ def _signed(who: Caller, history: TableHistory, chosen: list[tuple[TableVersion,
     return signed
 
 
-def _file_lines(
+@dataclass(frozen=True)
+class Answer:
+    """What a table answer says: its format, its two first lines, the version its header names, and its
+    file lines' shape (``wrapper``: file or add; whether each names its version)."""
+
+    fmt: ResponseFormat
+    header: list[dict[str, Any]]
+    version: int
+    wrapper: str
+    with_version: bool
+
+
+def _answer(
     who: Caller,
     history: TableHistory,
-    entries: list[TableVersion],
+    entries: Iterator[TableVersion],
     hints: tuple[Predicate | None, int | None],
-    answer: tuple[str, bool],
-    fmt: ResponseFormat,
-) -> list[dict[str, Any]]:
-    """The file lines (``wrapper``: file or add) of the ``entries`` the hints keep, in the answer's format."""
-    predicate, limit = hints
-    wrapper, with_version = answer
-    pairs = list(zip(entries, who.tables.stats(history, entries), strict=True))
-    chosen = prune(pairs, [stats for _, stats in pairs], predicate, limit)
-    return [file_line(fmt, signed, wrapper, with_version) for signed in _signed(who, history, chosen)]
+    answer: Answer,
+) -> Response:
+    """The streamed answer (``stream.py``): the header lines, then the lines of the ``entries`` the hints
+    keep, a chunk at a time, presigned as they are written."""
+
+    def files() -> Iterator[list[dict[str, Any]]]:
+        for kept in kept_files(who.tables, history, entries, hints):
+            signed = _signed(who, history, kept)
+            yield [file_line(answer.fmt, one, answer.wrapper, answer.with_version) for one in signed]
+
+    chunks = streamed(answer.header, files(), f"a table answer of {history.dataset}")
+    return table_answer(answer.fmt, chunks, answer.version)
 
 
 def _snapshot_version(history: TableHistory, body: QueryRequest) -> int | None:
@@ -305,14 +321,14 @@ def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBod
         first, last = _range(history, body.startingVersion, body.endingVersion)
         schema_json = who.tables.schema(history, last)
         lines = header_lines(fmt, protocol_line(), metadata_line(history, schema_json, first))
-        files = _file_lines(who, history, history.files(first, last), (predicate, None), ("add", True), fmt)
-        return table_answer(fmt, lines + files, first)
+        return _answer(
+            who, history, history.files(first, last), (predicate, None), Answer(fmt, lines, first, "add", True)
+        )
     version = _snapshot_version(history, body)
     at = version if version is not None else history.latest
     lines = header_lines(fmt, protocol_line(), metadata_line(history, who.tables.schema(history, at), version))
-    snapshot = ("file", version is not None)
-    files = _file_lines(who, history, history.files(0, at), (predicate, body.limitHint), snapshot, fmt)
-    return table_answer(fmt, lines + files, at)
+    answer = Answer(fmt, lines, at, "file", version is not None)
+    return _answer(who, history, history.files(0, at), (predicate, body.limitHint), answer)
 
 
 def _changes_range(
@@ -350,5 +366,4 @@ def table_changes(
     history = _table(who, share, schema, table)
     first, last = _changes_range(history, (starting_version, starting_timestamp), (ending_version, ending_timestamp))
     lines = header_lines(fmt, protocol_line(), metadata_line(history, who.tables.schema(history, last), first))
-    files = _file_lines(who, history, history.files(first, last), (None, None), ("add", True), fmt)
-    return table_answer(fmt, lines + files, first)
+    return _answer(who, history, history.files(first, last), (None, None), Answer(fmt, lines, first, "add", True))

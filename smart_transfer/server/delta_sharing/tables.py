@@ -1,57 +1,39 @@
-"""Datasets as Delta Sharing tables: a table version is a block's sequence number and its timestamp the
-block's time; a table's files at version v are the data slices of the chain up to block v; the changes
-between two versions are the slices the blocks between them added. Read from one committed tip, so a
-push during a request does not change its answer."""
+"""The tables of a repository (its datasets, as ``history.py`` reads them), each read from one committed
+tip, so a push during a request does not change its answer; their schemas; and the files' statistics,
+read once per slice from its Parquet footer and then recorded in the server's index by the slice's
+hash, so neither a later query nor a restarted server reads that footer again."""
 
 from __future__ import annotations
 
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-from smart_transfer.model import (
-    AddData,
-    DataSlice,
-    InvalidDatasetName,
-    Multihash,
-    SetDataSchema,
-    decode_block,
-)
+from smart_transfer.model import DataSlice, InvalidDatasetName
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.footer import NotParquet, UnnamedType, slice_fields, slice_footer
-from smart_transfer.repo.footer_stats import SliceStats, footer_stats
+from smart_transfer.repo.footer_stats import STATS_FORMAT, SliceStats, footer_stats, stats_from_bytes, stats_to_bytes
 from smart_transfer.server.delta_sharing.errors import invalid, not_found
+from smart_transfer.server.delta_sharing.history import EPOCH, TableHistory, TableVersion, build_history
 from smart_transfer.server.delta_sharing.naming import dataset_name, dataset_of_table
 from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_fields
+from smart_transfer.server.metrics import Metrics
+
+__all__ = ["TableHistory", "TableVersion", "Tables", "parse_timestamp"]
 
 #: Histories (one per dataset, for its current head), slice schemas and slice statistics kept in memory
-#: (statistics: a few hundred bytes per slice, read once from its footer, by its hash).
+#: (statistics: a few hundred bytes per slice; beyond these, the index's records are read).
 MAX_CACHED_TABLES = 256
 MAX_CACHED_FOOTERS = 1024
 MAX_CACHED_STATS = 20_000
-#: Footers read in parallel when a query meets slices whose statistics are not cached yet (a footer read
-#: on S3 is two round trips: the latency of a remote store, not CPU, is what the parallel reads hide).
+#: Footers read in parallel when a query meets slices whose statistics are not recorded yet (a footer
+#: read on S3 is two round trips: the latency of a remote store, not CPU, is what the parallel reads hide).
 FOOTER_READS_AT_ONCE = 16
-
-
-@dataclass(frozen=True, slots=True)
-class TableVersion:
-    """One block as a table version: its time, and the slice or schema it recorded if any."""
-
-    version: int
-    timestamp_ms: int
-    data: DataSlice | None
-    schema: SetDataSchema | None
-
-
-def _millis(system_time: str) -> int:
-    return int(datetime.fromisoformat(system_time).timestamp() * 1000)
 
 
 #: The protocol's timestamp: ISO 8601 in UTC (``2022-01-01T00:00:00Z``), or, as its first versions wrote
@@ -62,9 +44,6 @@ TIMESTAMP = re.compile(
 )
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def _zone(text: str | None) -> tzinfo:
     if text is None or text.upper() == "Z":
         return UTC
@@ -73,12 +52,6 @@ def _zone(text: str | None) -> tzinfo:
         raise ValueError(text)
     sign = -1 if text[0] == "-" else 1
     return timezone(sign * timedelta(hours=hours, minutes=minutes))
-
-
-def _utc(timestamp_ms: int) -> str:
-    """A time as the protocol writes it, for messages."""
-    moment = EPOCH + timedelta(milliseconds=timestamp_ms)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_timestamp(text: str) -> int:
@@ -97,88 +70,12 @@ def parse_timestamp(text: str) -> int:
     return (moment - EPOCH) // timedelta(milliseconds=1)  # exact: a float would round up to the next day
 
 
-@dataclass(frozen=True)
-class TableHistory:
-    """A dataset's chain, up to one committed head, as table versions."""
-
-    dataset: str
-    table_id: str
-    head: str
-    versions: tuple[TableVersion, ...]
-
-    @property
-    def latest(self) -> int:
-        return len(self.versions) - 1
-
-    @property
-    def is_table(self) -> bool:
-        """A table has a known schema: recorded, or that of a slice."""
-        return any(v.data is not None or v.schema is not None for v in self.versions)
-
-    def check_version(self, version: int, what: str = "version") -> int:
-        if not 0 <= version <= self.latest:
-            raise invalid(f"{what} {version} is not a version of {self.dataset} (0..{self.latest})")
-        return version
-
-    def version_at(self, timestamp_ms: int) -> int:
-        """The latest version committed at or before the time (a snapshot's version, the end of changes):
-        the latest for a time after it; 400 for a time before version 0, when the table did not exist."""
-        found = [v.version for v in self.versions if v.timestamp_ms <= timestamp_ms]
-        if not found:
-            first = self.versions[0].timestamp_ms
-            raise invalid(f"{_utc(timestamp_ms)} is before {self.dataset}'s first version (0, at {_utc(first)})")
-        return found[-1]
-
-    def version_from(self, timestamp_ms: int) -> int:
-        """The first version committed at or after the time (a table version's ``startingTimestamp``, the
-        start of changes): version 0 for a time before it; 400 for a time after the latest version."""
-        for entry in self.versions:
-            if entry.timestamp_ms >= timestamp_ms:
-                return entry.version
-        last = self.versions[-1].timestamp_ms
-        raise invalid(f"{_utc(timestamp_ms)} is after {self.dataset}'s latest version ({self.latest}, at {_utc(last)})")
-
-    def files(self, first: int, last: int) -> list[TableVersion]:
-        """The versions ``first..last`` that added a slice, in chain order."""
-        return [v for v in self.versions[first : last + 1] if v.data is not None]
-
-    def recorded_schema(self, version: int) -> SetDataSchema | None:
-        """The schema in force at ``version`` (the latest recorded up to it, else the first recorded)."""
-        recorded = [v.schema for v in self.versions if v.schema is not None]
-        before = [v.schema for v in self.versions[: version + 1] if v.schema is not None]
-        return before[-1] if before else (recorded[0] if recorded else None)
-
-    def first_slice(self) -> DataSlice | None:
-        return next((v.data for v in self.versions if v.data is not None), None)
-
-
-def _history(dataset: DatasetRepository, previous: TableHistory | None) -> TableHistory:
-    """The dataset's history at its committed tip, decoding only the blocks after ``previous`` when the
-    chain still holds its head (a push appended), every block otherwise (a new dataset, a rewrite)."""
-    tip = dataset.require_tip()
-    after, versions = None, []
-    if previous is not None:
-        head = Multihash.parse(previous.head)
-        if dataset.sequence_of(head) == previous.latest and previous.latest <= tip.sequence_number:
-            after, versions = head, list(previous.versions)
-    try:
-        blocks = list(dataset.blocks_after(tip, after))
-    except KeyError:  # rewritten since: read it all
-        blocks, versions = list(dataset.blocks_after(tip, None)), []
-    for _, data in blocks:
-        block = decode_block(data)
-        event = block.event
-        slice_ = event.new_data if isinstance(event, AddData) else None
-        schema = event if isinstance(event, SetDataSchema) else None
-        versions.append(TableVersion(block.sequence_number, _millis(block.system_time), slice_, schema))
-    return TableHistory(str(dataset.name), tip.dataset_id, str(tip.head), tuple(versions))
-
-
 class Tables:
     """The tables of one repository, with their histories and schemas cached (bounded, LRU)."""
 
-    def __init__(self, repository: Repository) -> None:
+    def __init__(self, repository: Repository, metrics: Metrics | None = None) -> None:
         self.repository = repository
+        self.metrics = metrics
         self._histories: OrderedDict[str, TableHistory] = OrderedDict()
         #: A slice's schema, or why it has none (by physical hash: the same bytes, the same answer).
         self._footers: OrderedDict[str, dict[str, Any] | str] = OrderedDict()
@@ -220,7 +117,7 @@ class Tables:
         with self._lock:
             cached = self._histories.get(name)
         if cached is None or cached.head != str(head):
-            cached = _history(dataset, cached)
+            cached = build_history(dataset, cached)
             with self._lock:
                 self._histories[name] = cached
                 self._histories.move_to_end(name)
@@ -265,32 +162,54 @@ class Tables:
             raise NotParquet(cached)
         return cached
 
-    def stats(self, history: TableHistory, entries: list[TableVersion]) -> list[SliceStats]:
-        """Each file's statistics: from its footer (two ranged reads) the first time, FOOTER_READS_AT_ONCE
-        slices at a time, then by its hash; a slice that is not Parquet has its chain's row count and no
-        column bounds."""
-        pieces = [entry.data for entry in entries if entry.data is not None]
+    def stats(self, history: TableHistory, pieces: Sequence[DataSlice]) -> list[SliceStats]:
+        """Each slice's statistics: kept in memory, else recorded in the index, else read from its footer
+        (two ranged reads), FOOTER_READS_AT_ONCE slices at a time, and recorded. A slice that is not
+        Parquet has its chain's row count and no column bounds (kept in memory only: the count is the
+        chain's, not the content's)."""
+        keys = [str(p.physical_hash) for p in pieces]
         with self._lock:
-            known = {
-                str(p.physical_hash): self._stats[str(p.physical_hash)]
-                for p in pieces
-                if str(p.physical_hash) in self._stats
-            }
-        missing = list({str(p.physical_hash): p for p in pieces if str(p.physical_hash) not in known}.values())
-        if missing:
-            dataset = self.repository.dataset(history.dataset)
-            with ThreadPoolExecutor(min(FOOTER_READS_AT_ONCE, len(missing))) as pool:
-                read = list(pool.map(lambda piece: _slice_stats(dataset, piece), missing))
-            with self._lock:
-                for piece, stats in zip(missing, read, strict=True):
-                    known[str(piece.physical_hash)] = self._stats[str(piece.physical_hash)] = stats
-                while len(self._stats) > MAX_CACHED_STATS:
-                    self._stats.popitem(last=False)
-        return [known[str(piece.physical_hash)] for piece in pieces]
+            known = {key: self._stats[key] for key in keys if key in self._stats}
+        unknown = {key: piece for key, piece in zip(keys, pieces, strict=True) if key not in known}
+        if unknown:
+            found = self._recorded(list(unknown))
+            missing = [piece for key, piece in unknown.items() if key not in found]
+            if missing:
+                found.update(self._read_footers(history, missing))
+            self._remember(found)
+            known.update(found)
+        return [known[key] for key in keys]
+
+    def _recorded(self, keys: list[str]) -> dict[str, SliceStats]:
+        """The statistics the index records for ``keys`` (one multi-get)."""
+        recorded = self.repository.index.slice_stats(STATS_FORMAT, keys)
+        return {key: stats_from_bytes(raw) for key, raw in zip(keys, recorded, strict=True) if raw is not None}
+
+    def _read_footers(self, history: TableHistory, missing: list[DataSlice]) -> dict[str, SliceStats]:
+        dataset = self.repository.dataset(history.dataset)
+        with ThreadPoolExecutor(min(FOOTER_READS_AT_ONCE, len(missing))) as pool:
+            read = list(pool.map(lambda piece: _slice_stats(dataset, piece), missing))
+        if self.metrics is not None:
+            self.metrics.sharing_footer_reads.inc(len(missing))
+        found = {str(piece.physical_hash): stats for piece, (stats, _) in zip(missing, read, strict=True)}
+        parquet = [
+            (key, stats_to_bytes(stats)) for (key, stats), (_, ok) in zip(found.items(), read, strict=True) if ok
+        ]
+        self.repository.index.record_slice_stats(STATS_FORMAT, parquet)
+        return found
+
+    def _remember(self, found: dict[str, SliceStats]) -> None:
+        with self._lock:
+            for key, stats in found.items():
+                self._stats[key] = stats
+                self._stats.move_to_end(key)
+            while len(self._stats) > MAX_CACHED_STATS:
+                self._stats.popitem(last=False)
 
 
-def _slice_stats(dataset: DatasetRepository, piece: DataSlice) -> SliceStats:
+def _slice_stats(dataset: DatasetRepository, piece: DataSlice) -> tuple[SliceStats, bool]:
+    """The slice's statistics, and whether they are its footer's (False: not Parquet)."""
     try:
-        return footer_stats(slice_footer(dataset, piece))
+        return footer_stats(slice_footer(dataset, piece)), True
     except NotParquet:
-        return SliceStats(piece.num_records, {})
+        return SliceStats(piece.num_records, {}), False

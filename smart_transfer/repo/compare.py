@@ -132,7 +132,7 @@ class VersionComparison:
 #: Canonical block bytes name these only as keys and values of the block itself (inside a text value
 #: a quote is escaped), so a block without the latter two adds no slice and no checkpoint.
 _ADD_DATA = b'"type":"AddData"'
-_NEW_DATA = b'"new_data":'
+NEW_DATA = b'"new_data":'
 _NEW_CHECKPOINT = b'"new_checkpoint":'
 #: Longest version text quoted back in an error.
 MAX_QUOTED = 80
@@ -207,7 +207,7 @@ class _Tally:
             self.schema_before = self.schema_before if after_base else fields
         if not after_base:
             return
-        if _ADD_DATA in body and _NEW_DATA not in body and _NEW_CHECKPOINT not in body:
+        if _ADD_DATA in body and NEW_DATA not in body and _NEW_CHECKPOINT not in body:
             self.events["AddData"] += 1  # a watermark: nothing else to count, no need to decode it
             return
         event = decode_block(body).event

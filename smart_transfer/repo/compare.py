@@ -23,6 +23,7 @@ from smart_transfer.model import (
 )
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository, RepositoryError
+from smart_transfer.repo.slices import NEW_DATA
 
 
 class VersionError(RepositoryError):
@@ -130,9 +131,9 @@ class VersionComparison:
 
 
 #: Canonical block bytes name these only as keys and values of the block itself (inside a text value
-#: a quote is escaped), so a block without the latter two adds no slice and no checkpoint.
+#: a quote is escaped), so a block without NEW_DATA (repo/slices.py) and the latter adds no slice and no
+#: checkpoint.
 _ADD_DATA = b'"type":"AddData"'
-NEW_DATA = b'"new_data":'
 _NEW_CHECKPOINT = b'"new_checkpoint":'
 #: Longest version text quoted back in an error.
 MAX_QUOTED = 80

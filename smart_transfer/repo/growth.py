@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from smart_transfer.model import AddData, ChainTip, Multihash, decode_block
-from smart_transfer.repo.compare import NEW_DATA
+from smart_transfer.model.fastblock import slice_size
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
+from smart_transfer.repo.slices import NEW_DATA
 
 #: Most points a growth curve holds, whatever the chain's length.
 GROWTH_POINTS = 200
@@ -36,9 +37,13 @@ def sampled(last: int, most: int) -> list[int]:
 
 
 def _slice_bytes(body: bytes) -> int:
-    """The size of the data slice a block adds (0 for any other block; bytes not naming one are not decoded)."""
+    """The size of the data slice a block adds (0 for any other block; bytes not naming one are not decoded,
+    nor canonical ones, whose size a pattern reads)."""
     if NEW_DATA not in body:
         return 0
+    size = slice_size(body)
+    if size is not None:
+        return size
     event = decode_block(body).event
     return event.new_data.size if isinstance(event, AddData) and event.new_data is not None else 0
 

@@ -1,8 +1,9 @@
 """How long each page of the web view takes to answer on a dataset with a long chain (100,000 blocks by
 default): the datasets list, a dataset's first and last chain pages (cold: the first view of a head
-scans the chain once for its schema and its growth chart; then warm), a block's page (a page of its slice's rows), the
-comparison of the first and last blocks (cold: one scan of the chain; then remembered), the CSV downloads
-(a block's records, the last 1500 records: two slices), and the server page. The dataset has real Parquet slices at both ends of the chain and watermark-only blocks between,
+scans the chain once for its schema and its growth chart; then warm), a block's page (a page of its
+slice's rows), the comparison of the first and last blocks (cold: one scan of the chain; then
+remembered), the CSV downloads (a block's records, the last 1500 records: two slices), and the server
+page. The dataset has real Parquet slices at both ends of the chain and watermark-only blocks between,
 so the preview reads rows.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_ui.py [--blocks 100000] [--reps 5] [--screenshot] [--s3]

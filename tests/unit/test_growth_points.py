@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,4 +21,4 @@ def test_samples_are_bounded_ordered_and_keep_both_ends(last: int, most: int) ->
 
 def test_a_chain_of_100000_blocks_gives_the_bound() -> None:
     points = sampled(99_999, GROWTH_POINTS)
-    assert len(points) == GROWTH_POINTS and max(b - a for a, b in zip(points, points[1:], strict=False)) <= 503
+    assert len(points) == GROWTH_POINTS and max(b - a for a, b in itertools.pairwise(points)) <= 503

@@ -1,7 +1,8 @@
 """How long each page of the web view takes to answer on a dataset with a long chain (100,000 blocks by
 default): the datasets list, a dataset's first and last chain pages (cold: the first view of a head
-scans the chain once for its schema; then warm), a block's page (a page of its slice's rows), the
-comparison of the first and last blocks (cold: one scan of the chain; then remembered), and the server
+scans the chain once for its schema and its growth chart; then warm), a block's page (a page of its
+slice's rows), the comparison of the first and last blocks (cold: one scan of the chain; then
+remembered), the CSV downloads (a block's records, the last 1500 records: two slices), and the server
 page. The dataset has real Parquet slices at both ends of the chain and watermark-only blocks between,
 so the preview reads rows.
 
@@ -154,6 +155,8 @@ def measure(base: str, blocks: int, reps: int) -> dict[str, dict[str, float]]:
         "block, last (its 100 first rows)": f"{base}/ui/datasets/{NAME}/blocks/{blocks - 1}",
         "block, first slice, rows page 3": f"{base}/ui/datasets/{NAME}/blocks/1?page=3",
         "compare first and last blocks": f"{base}/ui/datasets/{NAME}/compare?from=0&to={blocks - 1}",
+        "CSV, the last block's records": f"{base}/ui/datasets/{NAME}/blocks/{blocks - 1}/csv",
+        "CSV, the last 1500 records": f"{base}/ui/datasets/{NAME}/csv?last=1500",
         "server": f"{base}/ui/server",
     }
     figures = {}

@@ -30,6 +30,20 @@ _ADD_DATA = re.compile(
     rb'"system_time":' + _TIME + rb"\}"
 )
 
+#: The data slice of a canonical AddData block, found anywhere in its bytes (a text value cannot hold it:
+#: every quote inside one is escaped), its size captured.
+_SLICE_SIZE = re.compile(
+    rb'"new_data":\{"num_records":' + _INT + rb',"offset_interval":\{"end":' + _INT + rb',"start":' + _INT + rb"\},"
+    rb'"physical_hash":' + _HASH + rb',"size":' + _INT + rb"\}"
+)
+
+
+def slice_size(data: bytes) -> int | None:
+    """The size of the data slice a canonical AddData block's bytes record, without decoding the block
+    (10 times faster); None when the bytes record none in canonical form (decode them to be sure)."""
+    match = _SLICE_SIZE.search(data)
+    return int(match.group(5)) if match is not None else None
+
 
 def _hash(text: bytes) -> Multihash:
     """A multihash from text the pattern matched (so supported and well formed)."""

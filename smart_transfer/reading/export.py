@@ -68,8 +68,9 @@ class ExportSummary:
         return asdict(self)
 
 
-class _Writer:
-    """Writes tables of one schema to a binary sink in one format."""
+class TableWriter:
+    """Writes tables of one schema to a binary sink in one format (``export``'s, and the web view's CSV
+    downloads: one dialect and encoding). CSV refuses nested columns (LocalError InvalidRequest)."""
 
     def __init__(self, sink: IO[bytes], fmt: str, schema: pa.Schema) -> None:
         self.sink = sink
@@ -87,12 +88,14 @@ class _Writer:
             self.writer = pq.ParquetWriter(sink, schema, compression="snappy")
 
     def write(self, table: pa.Table) -> None:
+        """Append ``table``'s rows."""
         if self.fmt == "jsonl":
             self.sink.writelines(json_rows(table))
         else:
             self.writer.write_table(table)
 
     def close(self) -> None:
+        """Finish the output (a Parquet footer); the sink stays open."""
         if self.writer is not None:
             self.writer.close()
 
@@ -117,7 +120,7 @@ def export(
 
 def _write(sink: IO[bytes], fmt: str, dataset: LocalDataset, selection: Selection, summary: ExportSummary) -> None:
     schema = dataset.schema(selection)
-    writer = _Writer(sink, fmt, schema)
+    writer = TableWriter(sink, fmt, schema)
     try:
         for table in dataset.tables(selection, schema):
             writer.write(table)

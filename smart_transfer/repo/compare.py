@@ -28,6 +28,7 @@ from smart_transfer.model import (
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository, RepositoryError
 from smart_transfer.repo.footer import schema_at
+from smart_transfer.repo.slices import NEW_DATA
 
 
 class VersionError(RepositoryError):
@@ -139,9 +140,9 @@ class VersionComparison:
 
 
 #: Canonical block bytes name these only as keys and values of the block itself (inside a text value
-#: a quote is escaped), so a block without the latter two adds no slice and no checkpoint.
+#: a quote is escaped), so a block without NEW_DATA (repo/slices.py) and the latter adds no slice and no
+#: checkpoint.
 _ADD_DATA = b'"type":"AddData"'
-_NEW_DATA = b'"new_data":'
 _NEW_CHECKPOINT = b'"new_checkpoint":'
 #: Longest version text quoted back in an error.
 MAX_QUOTED = 80
@@ -219,10 +220,10 @@ class _Tally:
             self.schema_after = fields
             self.schema_before = self.schema_before if after_base else fields
         if not after_base:
-            if _NEW_DATA in body:
+            if NEW_DATA in body:
                 self.base_slice_block = body
             return
-        if _ADD_DATA in body and _NEW_DATA not in body and _NEW_CHECKPOINT not in body:
+        if _ADD_DATA in body and NEW_DATA not in body and _NEW_CHECKPOINT not in body:
             self.events["AddData"] += 1  # a watermark: nothing else to count, no need to decode it
             return
         event = decode_block(body).event

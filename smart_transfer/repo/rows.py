@@ -9,7 +9,7 @@ both show the same last records.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy
@@ -45,12 +45,10 @@ def offset_spans(metadata: pq.FileMetaData, entry: SliceEntry) -> list[tuple[int
     return spans
 
 
-def read_rows(parquet: pq.ParquetFile, entry: SliceEntry, first: int, last: int) -> pa.Table:
-    """The records ``first..last`` of one slice: only row groups that may hold them are read."""
-    if first <= entry.first_offset and entry.last_offset <= last:
-        return parquet.read()
+def row_groups(parquet: pq.ParquetFile, entry: SliceEntry, first: int, last: int) -> Iterator[pa.Table]:
+    """The records ``first..last`` of one slice, a row group at a time (memory holds one group): only
+    row groups that may hold them are read."""
     has_column = OFFSET_COLUMN in parquet.schema_arrow.names
-    parts = []
     for index, (low, high) in enumerate(offset_spans(parquet.metadata, entry)):
         if high < first or low > last:
             continue
@@ -60,7 +58,14 @@ def read_rows(parquet: pq.ParquetFile, entry: SliceEntry, first: int, last: int)
         else:
             start = max(first, low) - low
             group = group.slice(start, min(last, high) - low - start + 1)
-        parts.append(group)
+        yield group
+
+
+def read_rows(parquet: pq.ParquetFile, entry: SliceEntry, first: int, last: int) -> pa.Table:
+    """The records ``first..last`` of one slice: only row groups that may hold them are read."""
+    if first <= entry.first_offset and entry.last_offset <= last:
+        return parquet.read()
+    parts = list(row_groups(parquet, entry, first, last))
     return pa.concat_tables(parts) if parts else empty_table(parquet.schema_arrow)
 
 

@@ -11,6 +11,10 @@ from smart_transfer.model import AddData, ChainTip, DataSlice, Multihash, Object
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository, HeadMoved
 
+#: Canonical block bytes name this only as the key of an AddData's slice (inside a text value a quote is
+#: escaped), so a block whose bytes lack it adds no data slice and need not be decoded.
+NEW_DATA = b'"new_data":'
+
 
 @dataclass(frozen=True, slots=True)
 class SliceEntry:
@@ -50,9 +54,15 @@ class ChainSlices:
     def in_blocks(self, first: int, last: int) -> Iterator[SliceEntry]:
         """Slices added by blocks ``first..last`` (inclusive), in chain order."""
         self.check_pinned()
-        for seq in range(first, last + 1):
-            block_hash = self.dataset.hash_at(seq)
-            event = decode_block(self.dataset.block_bytes(block_hash)).event
+        # one scan of the index (hashes and bytes together), not two lookups per block: the last records
+        # of a long chain whose slices lie far apart cost one pass over the blocks between
+        for seq, (block_hash, data) in enumerate(
+            self.dataset.index.chain_blocks(self.dataset.name, first, last), first
+        ):
+            body = data if data is not None else self.dataset.block_bytes(block_hash)
+            if NEW_DATA not in body:
+                continue  # no slice (canonical bytes name it only as the event's key): not decoded
+            event = decode_block(body).event
             if isinstance(event, AddData) and event.new_data is not None:
                 yield SliceEntry(seq, block_hash, event.new_data)
 

@@ -1,11 +1,14 @@
 """The version pages of the web view in a real browser (headless Chromium) against a real server on both
 stores: a block's page (its rows equal ``export --blocks`` of that block, its checkpoint's files, its
-neighbours), the comparison of two blocks chosen on the chain (equal to ``diff --json``), escaping of
-HTML in column names, values and dataset fields, and bad versions answered with a 400 or 404 page."""
+neighbours), the comparison of two blocks chosen on the chain (equal to ``diff --json``), the downloads (a
+slice from the store, byte-identical, no object bytes through the server; CSV equal to ``export``'s), the
+growth chart (the chain's figures), escaping of HTML in column names, values and dataset fields, and bad
+versions, slices and counts answered with a 400 or 404 page."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +21,11 @@ import pytest
 
 from smart_transfer.model import DataField, SetDataSchema, SetInfo
 from smart_transfer.reading.dataset import open_dataset
+from smart_transfer.reading.export import export
 from smart_transfer.repo import Workspace
+from smart_transfer.repo.compare import compare_versions
 from smart_transfer.server.auth import add_token
+from smart_transfer.server.ui.chart import BOTTOM, HEIGHT, TOP
 from tests.browser.conftest import HTML_COLUMN, HTML_DESCRIPTION, SCREENSHOTS_ENV, XSS, screenshot
 from tests.browser.test_ui import _by, _no_dialog, _sign_in, _status, _wait
 from tests.conftest import ROOT, ServerProcess, backend_args, run_cli, start_server, summary
@@ -225,6 +231,13 @@ def test_bad_versions_and_other_datasets_get_a_page_saying_so(versions_server: V
         f"{base}/compare?from=6&to=2": (400, "is after to"),
         f"{base}/compare?from=99": (404, "has no block 99"),
         f"{url}/ui/datasets/other/compare": (403, "reader may not read other"),
+        f"{base}/slices/nope/parquet": (400, "not a slice hash"),
+        f"{base}/slices/f1220{'0' * 64}/parquet": (404, "no committed data object"),
+        f"{base}/blocks/0/csv": (404, "adds no data slice"),
+        f"{base}/blocks/99/csv": (404, "has no block 99"),
+        f"{base}/csv?last=0": (400, "last must be a whole number from 1 to 1000000"),
+        f"{base}/csv?last=%3Cscript%3E": (400, "last must be"),
+        f"{url}/ui/datasets/other/csv": (403, "reader may not read other"),
     }
     for path, (status, fragment) in cases.items():
         code, body = _status(path, cookie=token)
@@ -313,3 +326,121 @@ def test_every_page_passes_axe_and_keeps_names_and_numbers_whole(versions_server
                 failures[page] = _axe_failures(browser) + browser.execute_script(_BROKEN_LAYOUT)
     assert browser.execute_script("return window.innerWidth") <= 390  # the narrow width took effect
     assert {page: found for page, found in failures.items() if found} == {}
+    assert _status(f"{base}/blocks/1/csv")[0] == 401
+
+
+def _through_server(versions: VersionsServer) -> int:
+    """The server's object-bytes counter (bytes of objects that went through the server process)."""
+    metrics = _status(f"{versions.server.url}/metrics", token=versions.token)[1].decode()
+    prefix = "smart_transfer_object_bytes_through_server_total "
+    counted = [line for line in metrics.splitlines() if line.startswith(prefix)]
+    return int(float(counted[0].split()[1])) if counted else 0
+
+
+def _exported_csv(workspace: Path, tmp_path: Path, **selection: tuple[int, int]) -> bytes:
+    """What ``export --format csv`` writes for the selection (its function, in this process)."""
+    out = tmp_path / f"export-{secrets.token_hex(4)}.csv"
+    with open_dataset(workspace, NAME) as dataset:
+        export(dataset, str(out), "csv", **selection)
+    return out.read_bytes()
+
+
+def test_downloads_and_the_growth_chart(versions_server: VersionsServer, browser: Any, tmp_path: Path) -> None:
+    """A slice downloads byte-identical from the store (no object bytes through the server), a block's and
+    the last records download as export's CSV, and the growth chart draws the chain's figures."""
+    url, workspace, token = versions_server.server.url, versions_server.workspace, versions_server.token
+    _sign_in(browser, url, token)
+    browser.get(f"{url}/ui/datasets/{NAME}/blocks/1")
+    parquet_link = browser.find_element(_by("ID"), "slice-parquet").get_attribute("href")
+    csv_link = browser.find_element(_by("ID"), "block-csv").get_attribute("href")
+    with open_dataset(workspace, NAME) as dataset:
+        slice_file, entry = dataset.files(blocks=(1, 1))[0], dataset.slices(blocks=(1, 1))[0]
+    assert parquet_link == f"{url}/ui/datasets/{NAME}/slices/{entry.data.physical_hash}/parquet"
+    assert csv_link == f"{url}/ui/datasets/{NAME}/blocks/1/csv"
+    _slice_download_skips_the_server(versions_server, parquet_link, slice_file.read_bytes())
+    _csv_downloads_equal_export(versions_server, tmp_path, csv_link)
+
+    browser.get(f"{url}/ui/datasets/{NAME}")  # the dataset page's downloads: a form and each slice's links
+    form = browser.find_element(_by("ID"), "last-csv-form")
+    assert form.get_attribute("action") == f"{url}/ui/datasets/{NAME}/csv"
+    assert browser.find_element(_by("ID"), "last-rows").get_attribute("name") == "last"
+    rows = browser.find_elements(_by("CSS_SELECTOR"), "#slice-downloads tbody tr")
+    assert [row.get_attribute("data-sequence") for row in rows] == ["3", "1"]
+    assert browser.find_elements(_by("CSS_SELECTOR"), "#slice-downloads a.parquet")[1].get_attribute("href") == (
+        parquet_link
+    )
+    csv_texts = [a.text for a in browser.find_elements(_by("CSS_SELECTOR"), "#slice-downloads a.csv")]
+    assert csv_texts == [f"{NAME}-block-3.csv", f"{NAME}-block-1.csv"]
+    _no_dialog(browser)
+    _the_chart_draws_the_chain_figures(browser, workspace)
+    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(_by("ID"), "growth"))
+    screenshot(browser, f"growth-{versions_server.backend}")
+    violations = [e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    assert violations == []
+
+
+def _slice_download_skips_the_server(versions: VersionsServer, link: str, expected: bytes) -> None:
+    """The link redirects to a presigned store URL; its bytes equal the slice's; none go through the server."""
+    import httpx
+
+    assert versions.token not in link  # the sign-in cookie authorizes, never the link
+    before = _through_server(versions)
+    cookies = {"smart_transfer_token": versions.token}
+    answer = httpx.get(link, cookies=cookies, follow_redirects=False, timeout=20)
+    assert answer.status_code == 307 and answer.headers["location"] != link
+    assert _through_server(versions) == before  # the redirect moved no object bytes
+    downloaded = httpx.get(answer.headers["location"], timeout=20)  # no cookie, no token: the URL is signed
+    assert downloaded.status_code == 200 and downloaded.content == expected
+    # on S3 the bytes came from the store; the embedded store's /_store face stands in for S3 in the server's
+    # process and counts exactly what it served
+    moved = _through_server(versions) - before
+    assert moved == (0 if versions.backend == "s3" else len(expected))
+    assert httpx.get(link, follow_redirects=False, timeout=20).status_code == 401  # no cookie: no URL
+
+
+def _csv_downloads_equal_export(versions: VersionsServer, tmp_path: Path, block_link: str) -> None:
+    """A block's records (HTML in its column names and values) and the last records as CSV: export's bytes."""
+    import httpx
+
+    url, workspace = versions.server.url, versions.workspace
+    cookies = {"smart_transfer_token": versions.token}
+    block_csv = httpx.get(f"{url}/ui/datasets/{NAME}/blocks/3/csv", cookies=cookies, timeout=20)
+    assert block_csv.status_code == 200 and block_csv.headers["content-type"] == "text/csv; charset=utf-8"
+    assert block_csv.headers["x-content-type-options"] == "nosniff"  # never sniffed as HTML
+    assert block_csv.headers["content-disposition"] == f'attachment; filename="{NAME}-block-3.csv"'
+    assert block_csv.content == _exported_csv(workspace, tmp_path, blocks=(3, 3))
+    assert XSS.encode() in block_csv.content and HTML_COLUMN.encode() in block_csv.content
+    block_one = httpx.get(block_link, cookies=cookies, timeout=20).content
+    assert block_one == _exported_csv(workspace, tmp_path, blocks=(1, 1)) and block_one.count(b"\n") == 11
+    last = httpx.get(f"{url}/ui/datasets/{NAME}/csv?last=5", cookies=cookies, timeout=20)  # two slices' rows
+    assert last.status_code == 200 and last.content == _exported_csv(workspace, tmp_path, offsets=(8, 12))
+
+
+def _the_chart_draws_the_chain_figures(driver: Any, workspace: Path) -> None:
+    """Each chart's points, drawn to scale, and its table equal the figures ``diff 0 K --json`` gives."""
+    with Workspace.open_existing(workspace, read_only=True) as opened:
+        dataset = opened.dataset(NAME)
+        tip = dataset.require_tip()
+        compared = [compare_versions(dataset, tip, "0", str(seq)).to_dict() for seq in range(7)]
+    expected = {"records": [c["records"] for c in compared], "data_bytes": [c["data_bytes"] for c in compared]}
+    assert expected["records"] == [0, 10, 10, 13, 13, 13, 13]
+    for key, values in expected.items():
+        chart = driver.find_element(_by("ID"), f"growth-{key}")
+        assert chart.get_attribute("role") == "img"
+        title = driver.find_element(_by("ID"), f"growth-{key}-title").get_attribute("textContent")
+        assert title.endswith(f"over versions of {NAME}")
+        points = chart.find_elements(_by("CSS_SELECTOR"), "circle.point")
+        assert [int(p.get_attribute("data-sequence")) for p in points] == list(range(7))
+        assert [int(p.get_attribute("data-value")) for p in points] == values
+        # drawn to scale: from the axis at block 0 up to the top at the largest value, never down
+        heights = [float(p.get_attribute("cy")) for p in points]
+        assert heights[0] == HEIGHT - BOTTOM and heights[-1] == TOP and heights == sorted(heights, reverse=True)
+        assert float(chart.get_attribute("data-top")) == max(values)
+    table = [
+        [int(cell.get_attribute("data-value") or cell.get_attribute("textContent")) for cell in cells]
+        for cells in (
+            row.find_elements(_by("TAG_NAME"), "td")
+            for row in driver.find_elements(_by("CSS_SELECTOR"), "#growth-table tbody tr")
+        )
+    ]
+    assert table == [[seq, expected["records"][seq], expected["data_bytes"][seq]] for seq in range(7)]

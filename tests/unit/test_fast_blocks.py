@@ -1,6 +1,7 @@
 """The typed fast path for AddData blocks (model/fastblock.py) never accepts what the full decoder
 refuses, and gives the same block for what it accepts: checked on generated blocks and on every
-single-byte change of them (a change the full decoder accepts must read the same both ways)."""
+single-byte change of them (a change the full decoder accepts must read the same both ways). Its
+slice-size pattern reads the size the decoder reads."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from smart_transfer.model import SHA2_256, SHA3_256, AddData, Checkpoint, DataSlice, InvalidBlock, OffsetInterval
 from smart_transfer.model.block import MetadataBlock, decode_block, decode_block_fully
-from smart_transfer.model.fastblock import fast_add_data
+from smart_transfer.model.fastblock import fast_add_data, slice_size
 from smart_transfer.model.multihash import Multihash
 
 hashes = st.builds(Multihash, st.sampled_from([SHA2_256, SHA3_256]), st.binary(min_size=32, max_size=32))
@@ -64,6 +65,20 @@ def test_the_fast_path_reads_valid_blocks_as_the_full_decoder_does(block: Metada
     if fast is not None:
         assert _same(fast, full)
     assert decode_block(data) == block
+
+
+@settings(max_examples=200)
+@given(blocks)
+def test_the_slice_size_pattern_reads_what_the_decoder_reads(block: MetadataBlock) -> None:
+    data = _bytes(block)
+    full = _full(data)
+    if full is None or not isinstance(full.event, AddData) or full.event.new_data is None:
+        assert full is None or slice_size(data) is None  # no slice: none found
+        return
+    found = slice_size(data)
+    assert found in (None, full.event.new_data.size)  # None: the caller decodes (a size of 19 digits)
+    if fast_add_data(data) is not None:  # what the fast path reads, the pattern reads too
+        assert found == full.event.new_data.size
 
 
 @settings(max_examples=300)

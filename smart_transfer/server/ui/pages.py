@@ -14,6 +14,7 @@ from smart_transfer.repo.repository import per_dataset
 from smart_transfer.server.delta_sharing.naming import SCHEMA, SHARE, table_name
 from smart_transfer.server.listing import MAX_DATASETS_PER_PAGE, readable_datasets
 from smart_transfer.server.state import ServerState
+from smart_transfer.server.ui.chart import charts
 from smart_transfer.server.ui.views import ChainRow, DatasetRow, Remembered, chain_rows, dataset_row, preview
 from smart_transfer.server.ui.visitor import Visitor
 
@@ -170,6 +171,7 @@ def dataset_page(
         "summary": summary,
         "paging": paging,
         "chain": chain,
+        "charts": charts(memory.growth_of(repo, tip)),
         "about": memory.about_of(repo, tip),
         "preview": preview(repo, tip, lambda count: count_preview(state, count)),
         "peers": state.peers.listed(repo),

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from smart_transfer.protocol.errors import BusyDetails, ErrorCode
 from smart_transfer.repo.compare import VersionComparison
@@ -20,6 +20,7 @@ from smart_transfer.server.errors import as_protocol_error
 from smart_transfer.server.guard import Asking, admitted
 from smart_transfer.server.rest_common import client_of
 from smart_transfer.server.state import ServerState
+from smart_transfer.server.ui.downloads import CSV_MEDIA_TYPE, CsvDownload, block_csv, last_count, last_csv, slice_url
 from smart_transfer.server.ui.pages import (
     BLOCKS_PER_PAGE,
     DATASETS_PER_PAGE,
@@ -54,7 +55,11 @@ from smart_transfer.server.ui.visitor import (
 #: Where the web view is.
 UI_PREFIX = "/ui"
 #: The only files under /ui/static.
-STATIC_FILES = {"ui.css": (STATIC_DIR / "ui.css", "text/css"), "ui.js": (STATIC_DIR / "ui.js", "text/javascript")}
+STATIC_FILES = {
+    "ui.css": (STATIC_DIR / "ui.css", "text/css"),
+    "ui.js": (STATIC_DIR / "ui.js", "text/javascript"),
+    "data.css": (STATIC_DIR / "data.css", "text/css"),
+}
 #: Largest sign-in form body read.
 MAX_FORM_BYTES = 4 * MAX_TOKEN_CHARS
 
@@ -116,7 +121,7 @@ async def _answer(
 
 
 def ui_router(state: ServerState) -> APIRouter:
-    """The routes of the web view (pages, sign-in and sign-out, its two static files)."""
+    """The routes of the web view (pages, downloads, sign-in and sign-out, its static files)."""
     router = APIRouter(prefix=UI_PREFIX, include_in_schema=False)
     memory = Remembered()
 
@@ -168,6 +173,7 @@ def ui_router(state: ServerState) -> APIRouter:
         return await _answer(state, request, build)
 
     _version_routes(router, state)
+    _download_routes(router, state)
     _sign_in_routes(router, state)
     _static_routes(router, state)
     return router
@@ -204,8 +210,46 @@ def _version_routes(router: APIRouter, state: ServerState) -> None:
         return await _answer(state, request, build, name)
 
 
+def _download_routes(router: APIRouter, state: ServerState) -> None:
+    """A data slice as Parquet (a redirect to a presigned URL: the bytes skip the server) and records as
+    CSV (streamed from the store a row group at a time). Links carry no token: the sign-in cookie does."""
+
+    @router.get("/datasets/{name}/slices/{slice_hash}/parquet")
+    async def slice_parquet(request: Request, name: str, slice_hash: str) -> Response:
+        async def build(visitor: Visitor) -> Response:
+            repo, ttl = state.repository.dataset(name), state.settings.url_ttl_seconds
+            url = await asyncio.to_thread(slice_url, state.signer, repo, slice_hash, ttl)
+            return RedirectResponse(url, status_code=307, headers=SECURITY_HEADERS)
+
+        return await _answer(state, request, build, name)
+
+    @router.get("/datasets/{name}/blocks/{ref}/csv")
+    async def block_rows_csv(request: Request, name: str, ref: str) -> Response:
+        async def build(visitor: Visitor) -> Response:
+            download = await asyncio.to_thread(block_csv, state.repository.dataset(name), ref)
+            return _csv_response(state, download)
+
+        return await _answer(state, request, build, name)
+
+    @router.get("/datasets/{name}/csv")
+    async def last_rows_csv(request: Request, name: str) -> Response:
+        async def build(visitor: Visitor) -> Response:
+            count = last_count(request.query_params.get("last"))
+            download = await asyncio.to_thread(last_csv, state.repository.dataset(name), count)
+            return _csv_response(state, download)
+
+        return await _answer(state, request, build, name)
+
+
+def _csv_response(state: ServerState, download: CsvDownload) -> Response:
+    """The CSV streamed (its store reads counted like a page's), saved by the browser under its name."""
+    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{download.filename}"'}
+    chunks = download.chunks(lambda count: count_preview(state, count))
+    return StreamingResponse(chunks, media_type=CSV_MEDIA_TYPE, headers=headers)
+
+
 def _static_routes(router: APIRouter, state: ServerState) -> None:
-    """The view's two static files, and a page for every other path under it."""
+    """The view's static files, and a page for every other path under it."""
 
     @router.get("/static/{file}")
     async def static(file: str) -> Response:

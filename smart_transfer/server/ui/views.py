@@ -25,6 +25,7 @@ from smart_transfer.model import (
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import DatasetNotFound
 from smart_transfer.repo.footer import schema_at
+from smart_transfer.repo.growth import GrowthPoint, growth
 from smart_transfer.repo.rows import ReadBudget, ReadBudgetExceeded, tail_from_store
 from smart_transfer.server.rest_read import describe
 
@@ -68,6 +69,8 @@ class ChainRow:
     slice_bytes: int | None = None
     checkpoint_bytes: int | None = None
     detail: str = ""
+    #: The data slice the block added (its downloads), if any.
+    slice_hash: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ def _chain_row(sequence: int, block_hash: str, data: bytes) -> ChainRow:
             slice_bytes=piece.size if piece else None,
             checkpoint_bytes=event.new_checkpoint.size if event.new_checkpoint else None,
             detail=f"watermark {event.new_watermark}" if event.new_watermark else "",
+            slice_hash=str(piece.physical_hash) if piece else "",
         )
     if isinstance(event, SetDataSchema):
         return ChainRow(sequence, block_hash, block.system_time, row.kind, detail=f"{len(event.fields)} column(s)")
@@ -166,6 +170,8 @@ class Remembered:
 
     summaries: PerHead[DatasetRow] = field(default_factory=PerHead)
     about: PerHead[About] = field(default_factory=PerHead)
+    #: The growth curve's points (a scan of the chain, GROWTH_POINTS kept).
+    growth: PerHead[list[GrowthPoint]] = field(default_factory=PerHead)
 
     def summary(self, repo: DatasetRepository) -> DatasetRow:
         """The summary at the stored head (one read of the head reference)."""
@@ -176,6 +182,10 @@ class Remembered:
 
     def about_of(self, repo: DatasetRepository, tip: ChainTip) -> About:
         return self.about.get(repo.name, tip.head, lambda: scan_about(repo, tip))
+
+    def growth_of(self, repo: DatasetRepository, tip: ChainTip) -> list[GrowthPoint]:
+        """Records and data bytes at up to GROWTH_POINTS blocks of the chain ending at ``tip``."""
+        return self.growth.get(repo.name, tip.head, lambda: growth(repo, tip))
 
 
 def _names_about(body: bytes, first_slice_wanted: bool) -> bool:

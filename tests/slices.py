@@ -37,7 +37,8 @@ def add_slices(
 ) -> int:
     """Append one slice per entry of ``counts`` (that many rows each) to dataset ``name``, offsets
     continuing from ``start``; returns the next offset. One ``add`` of every file (a block each, in
-    order, records from each Parquet footer), not a process per slice (60 slices took a minute)."""
+    order, records from each Parquet footer), not a process per slice (60 slices took a minute); the
+    blocks share one commit time, so a test of times between blocks adds them one command each."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for count in counts:

@@ -25,7 +25,7 @@ from smart_transfer.storage.local import LocalStore
 from smart_transfer.storage.parts import MIB, layout
 from smart_transfer.storage.s3 import S3Store
 from smart_transfer.transfer.limits import LargeObjects
-from tests.conftest import CLI, ServerProcess, backend_args, free_port, run_cli, start_server, summary
+from tests.conftest import CLI, ServerProcess, backend_args, empty_s3_prefix, free_port, run_cli, start_server, summary
 from tests.integration.test_resume_and_expiry import kill_when, log_of
 
 PART = 5 * MIB
@@ -45,12 +45,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     yield started
     started.stop()
     if s3 is not None:  # the shared S3 keeps objects in RAM: give back what this module stored
-        leftovers = S3Store(s3.bucket, _prefix(started), endpoint_url=s3.endpoint)
-        for upload in leftovers.list_multipart(""):
-            leftovers.abort_multipart(upload.key, upload.upload_id)
-        for info in list(leftovers.list("")):
-            leftovers.delete(info.key)
-        leftovers.close()
+        empty_s3_prefix(s3, _prefix(started))
 
 
 def _prefix(server: ServerProcess) -> str:

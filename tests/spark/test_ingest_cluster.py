@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from smart_transfer.ingest import ingest
 from smart_transfer.repo import Workspace
 from tests.conftest import CLI
 from tests.spark.conftest import StandaloneCluster
@@ -41,11 +43,13 @@ def ingest_cli(workspace: Path, data: Path, *extra: str) -> dict[str, object]:
     return summary
 
 
-# four ingests (two on the cluster, two in local mode), each a JVM start: beside other test workers'
-# JVMs on two cores this outgrew the suite's 300 s default (it took 266 s and then more)
+# two ingests on the cluster, each a CLI process and a JVM start (beside other test workers' JVMs on
+# two cores four of them outgrew the suite's 300 s default); the local-mode references run in this
+# process's shared local session (the CLI's master, local[2], and the same job): that CLI processes
+# agree with each other is test_ingest_errors.py's test_cli_slices_are_identical_across_processes
 @pytest.mark.timeout(900)
 def test_a_standalone_cluster_ingests_and_dedups_like_local_mode(
-    standalone_cluster: StandaloneCluster, tmp_path: Path
+    standalone_cluster: StandaloneCluster, spark: Any, tmp_path: Path
 ) -> None:
     on_cluster = ("--master", standalone_cluster.master_url, "--conf", "spark.executor.memory=768m")
     base = [(str(i), f'name "{i}", with\nnewline', str(i % 13)) for i in range(3000)]
@@ -60,8 +64,8 @@ def test_a_standalone_cluster_ingests_and_dedups_like_local_mode(
     # the executors ran in the worker's own processes
     assert list((standalone_cluster.logs / "work").glob("app-*/*/stderr"))
 
-    assert ingest_cli(local, first)["data_slice"] == one["data_slice"]
-    assert ingest_cli(local, second)["data_slice"] == two["data_slice"]
+    assert ingest(local, "ds", first, spark=spark, primary_key=["id"]).data_slice == one["data_slice"]
+    assert ingest(local, "ds", second, spark=spark, primary_key=["id"]).data_slice == two["data_slice"]
     with Workspace(cluster) as ws:
         added = rows(ws, "ds")[3000:]
     assert [(r["offset"], r["id"], r["name"]) for r in added] == [

@@ -144,10 +144,11 @@ def _beside(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, check=False, timeout=60)
 
 
-def test_log_and_list_run_while_an_ingest_holds_the_workspace(tmp_path: Path) -> None:
+def test_log_and_list_run_while_an_ingest_holds_the_workspace(spark: Any, tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     first = write_csv(tmp_path / "a.csv", [(str(i), f"n{i}", str(i)) for i in range(20)])
-    assert run_cli("ds", "--input", str(first), "--workspace", str(workspace)).returncode == 0
+    # the dataset to read exists already: made in this process's shared session (a JVM start saved)
+    assert ingest(workspace, "ds", first, spark=spark).rows_added == 20
     more = write_csv(tmp_path / "b.csv", [(str(i), f"m{i}", str(i)) for i in range(20, 40)])
     ingesting = subprocess.Popen(
         [*CLI, "ingest", "ds", "--input", str(more), "--json", "--workspace", str(workspace)],

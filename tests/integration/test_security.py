@@ -4,6 +4,8 @@ where one does not belong, to exhaust the server, or to escape a dataset's prefi
 from __future__ import annotations
 
 import os
+import select
+import socket
 import subprocess
 import threading
 import time
@@ -154,29 +156,31 @@ def test_busy_sessions_are_told_when_to_retry_and_clients_back_off(server_factor
     assert pull.returncode == 0, "".join(lines)
 
 
+def _held_upload(server: ServerProcess, path: str) -> socket.socket:
+    """A PUT whose body never finishes (headers and its first byte sent): once admitted it holds a
+    request slot until the socket closes."""
+    host, port = server.url.removeprefix("http://").split(":")
+    upload = socket.create_connection((host, int(port)), timeout=30)
+    upload.sendall(f"PUT {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\n\r\na".encode())
+    return upload
+
+
 def test_busy_rest_answers_429_with_retry_after(server_factory: Any) -> None:
     server: ServerProcess = server_factory("--max-requests", "1")
-    target = f"{server.url}/slow/data/f1220" + "00" * 32
-
-    release = threading.Event()
-
-    def slow_body() -> Iterator[bytes]:
-        yield b"a"
-        release.wait(60)  # the upload holds the one request slot until the test has seen the 429
-        yield b"b"
-
-    slow = threading.Thread(target=lambda: httpx.put(target, content=slow_body(), timeout=90))
-    slow.start()
+    path = "/slow/data/f1220" + "00" * 32
+    # Either request may reach the one slot first: a GET answered while the upload holds it is Busy; an
+    # upload refused because a GET held it is answered at once, so it is opened again.
+    deadline = time.monotonic() + 30
+    upload = _held_upload(server, path)
     try:
-        # until the upload reaches the server its slot is free; from then on, every other request is refused
-        deadline = time.monotonic() + 30
         busy = httpx.get(f"{server.url}/slow/refs/head", timeout=30)
         while busy.status_code != 429 and time.monotonic() < deadline:
-            time.sleep(0.05)
+            if select.select([upload], [], [], 0.05)[0]:  # answered (refused): the slot is not held
+                upload.close()
+                upload = _held_upload(server, path)
             busy = httpx.get(f"{server.url}/slow/refs/head", timeout=30)
     finally:
-        release.set()
-        slow.join(90)
+        upload.close()
     assert busy.status_code == 429
     assert busy.headers["retry-after"] == "2"
     assert busy.json()["error"]["code"] == "Busy"

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,3 +387,11 @@ def start_replicas(root: Path, count: int, *extra: str) -> list[ServerProcess]:
     for replica in replicas:
         replica.backend = "s3"
     return replicas
+
+
+def store_calls(server: ServerProcess) -> Counter[str]:
+    """The server's calls to its store so far, by operation (its /metrics)."""
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.findall(r'^smart_transfer_store_seconds_count\{operation="(\w+)"\} (\S+)$', text, re.M)
+    return Counter({operation: int(float(count)) for operation, count in found})

@@ -43,37 +43,42 @@ OBJECTS_PER_LISTING_PAGE = 8
 
 def uncommitted_heads(dataset: DatasetRepository, refs: Sequence[ObjectRef]) -> dict[str, ObjectInfo | None]:
     """What the store holds under the key of each object of ``refs`` the index does not know as
-    committed (key → size and ETag, None when absent). One HEAD per such object, in parallel; or, for
-    data objects on a store of round trips, one listing of the dataset's data objects when the chain
-    says it takes at most one page per OBJECTS_PER_LISTING_PAGE objects asked about. Either way the
-    requests grow with the objects asked about, not with the dataset. A key missing from the answer
-    is committed."""
+    committed (key → size and ETag, None when absent). One HEAD per such object, in parallel; or, per
+    kind of object on a store of round trips, one listing of the dataset's objects of that kind when it
+    takes at most one page per OBJECTS_PER_LISTING_PAGE objects asked about (a first push of many data
+    objects, a checkpoint of many files). Either way the requests grow with the objects asked about,
+    not with the dataset. A key missing from the answer is committed."""
     pending = [ref for ref in refs if not dataset.has_object(ref)]
-    data = [ref for ref in pending if ref.kind is ObjectKind.DATA]
-    listed = _small_listing(dataset, len(data)) if data else None
     found: dict[str, ObjectInfo | None] = {}
-    if listed is not None:
-        found = {dataset.object_key(ref): listed.get(dataset.object_key(ref)) for ref in data}
-    found.update(
-        dataset.store.head_many(
-            [dataset.object_key(ref) for ref in pending if ref.kind is not ObjectKind.DATA or listed is None]
-        )
-    )
+    to_head: list[ObjectRef] = []
+    for kind in ObjectKind:
+        asked = [ref for ref in pending if ref.kind is kind]
+        listed = _small_listing(dataset, kind, len(asked)) if asked else None
+        if listed is None:
+            to_head += asked
+        else:
+            found.update({dataset.object_key(ref): listed.get(dataset.object_key(ref)) for ref in asked})
+    found.update(dataset.store.head_many([dataset.object_key(ref) for ref in to_head]))
     return found
 
 
-def _small_listing(dataset: DatasetRepository, count: int) -> dict[str, ObjectInfo] | None:
-    """The dataset's data objects, by key, when listing them is cheaper than ``count`` HEADs; None
-    otherwise (also when the listing runs past what the chain announced: HEADs then)."""
+def _small_listing(dataset: DatasetRepository, kind: ObjectKind, count: int) -> dict[str, ObjectInfo] | None:
+    """The dataset's objects of ``kind``, by key, when listing them is cheaper than ``count`` HEADs;
+    None otherwise: when the store answers without round trips, when the chain says there are too
+    many (at most one data object per block), or when the listing runs past the budget (leftovers of
+    failed pushes, a dataset of many checkpoint files: HEADs then, after at most one page per
+    OBJECTS_PER_LISTING_PAGE objects asked about)."""
     budget = count // OBJECTS_PER_LISTING_PAGE * LISTING_PAGE_KEYS
-    tip = dataset.index.tip(dataset.name)
-    committed = tip.sequence_number + 1 if tip is not None else 0  # at most one data object per block
-    if not dataset.store.round_trips or committed + count > budget:
+    if not dataset.store.round_trips or budget == 0:
         return None
+    if kind is ObjectKind.DATA:
+        tip = dataset.index.tip(dataset.name)
+        if (tip.sequence_number + 1 if tip is not None else 0) + count > budget:
+            return None
     found: dict[str, ObjectInfo] = {}
-    for info in dataset.store.list(object_prefix(dataset.name, ObjectKind.DATA)):
+    for info in dataset.store.list(object_prefix(dataset.name, kind)):
         if len(found) >= budget:
-            return None  # more than the chain suggested (leftovers of failed pushes): HEADs instead
+            return None
         found[info.key] = info
     return found
 

@@ -6,18 +6,25 @@ in the same session. Requests are counted by the server's own /metrics (every ca
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, ServerProcess, backend_args, empty_s3_prefix, run_cli, start_server, summary
+from tests.conftest import (
+    CLI,
+    ServerProcess,
+    backend_args,
+    empty_s3_prefix,
+    run_cli,
+    start_server,
+    store_calls,
+    summary,
+)
 from tests.scale import grow
 
 #: Objects the dataset holds before the change.
@@ -78,14 +85,6 @@ def big_server(
 
 def _workspace(server: ServerProcess) -> Path:
     return server.root.parent / "ws"
-
-
-def store_calls(server: ServerProcess) -> Counter[str]:
-    """The server's calls to its store so far, by operation (its /metrics)."""
-    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = re.findall(r'^smart_transfer_store_seconds_count\{operation="(\w+)"\} (\S+)$', text, re.M)
-    return Counter({operation: int(float(count)) for operation, count in found})
 
 
 def _push(server: ServerProcess, *extra: str) -> tuple[dict[str, object], Counter[str]]:

@@ -36,7 +36,7 @@ from smart_transfer.repo import dataset as dataset_module
 from smart_transfer.repo.layout import object_key
 from smart_transfer.repo.page_cache import PageCache
 from smart_transfer.sync.plan import plan_pull
-from tests.conftest import CLI, S3Env, ServerProcess, backend_args
+from tests.conftest import CLI, S3Env, ServerProcess, backend_args, store_calls
 from tests.scale import RUNTIME_FILES, commit_checkpoint, sst_names, ten_rows_changed, write_checkpoint
 
 
@@ -95,7 +95,8 @@ def test_a_twenty_thousand_file_checkpoint_pushes_pulls_and_verifies(
     """On S3 only: 40,000 object transfers are the cost here, and the paging logic is the store's on both
     (the 1,024-file tests above run on both stores); on the embedded store every byte would also pass
     through the server, which only makes the test slower."""
-    url = f"{server_factory(*backend_args('s3', s3_env)).url}/{dataset_name}"
+    server = server_factory(*backend_args("s3", s3_env))
+    url = f"{server.url}/{dataset_name}"
     names = sorted([*sst_names(19_996), *RUNTIME_FILES])
     with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
         first = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c1", names, "1"))
@@ -103,6 +104,9 @@ def test_a_twenty_thousand_file_checkpoint_pushes_pulls_and_verifies(
         with SyncClient(a) as client:
             pushed = client.push(dataset_name, url)
         assert pushed.objects_transferred == 20_000 + first.pages
+        # negotiation and commit list the checkpoint files (a page per 1,000) instead of a HEAD each
+        calls = store_calls(server)
+        assert calls["HeadObject"] < 1_000 and 0 < calls["ListObjectsV2"] < 20_000 // 8, calls
         with SyncClient(b) as client:
             assert client.pull(url).objects_transferred == 20_000
         second = commit_checkpoint(a, dataset_name, write_checkpoint(tmp_path / "c2", ten_rows_changed(names), "2"))

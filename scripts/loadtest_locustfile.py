@@ -37,6 +37,10 @@ WAIT = between(float(CONFIG["wait_min"]), float(CONFIG["wait_max"]))
 HANG_SECONDS = 90.0
 #: How refusals and failures were answered, for the report's verdict.
 OUTCOMES: Counter[str] = Counter()
+#: The first few messages of each kind of failure (``examples.json`` beside the outcomes): what a count
+#: in the report means.
+EXAMPLES: dict[str, list[str]] = {}
+MAX_EXAMPLES = 5
 _TOKENS = itertools.count()
 _IDS = itertools.count(1)
 
@@ -118,6 +122,7 @@ def _write_outcomes(environment: Environment, **_: Any) -> None:
     for agents in AGENTS:
         agents.stop()
     Path(CONFIG["outcomes"]).write_text(json.dumps(OUTCOMES))
+    Path(CONFIG["outcomes"]).with_name("examples.json").write_text(json.dumps(EXAMPLES, indent=1))
 
 
 def classify_sdk(answer: dict[str, Any] | None) -> str | None:
@@ -130,6 +135,9 @@ def classify_sdk(answer: dict[str, Any] | None) -> str | None:
         OUTCOMES["sdk ok"] += 1
         return None
     error = str(answer["error"])
+    examples = EXAMPLES.setdefault(error, [])
+    if len(examples) < MAX_EXAMPLES:
+        examples.append(str(answer.get("message", "")))
     OUTCOMES["sdk Busy (documented)" if error.endswith(" Busy") else f"sdk {error}"] += 1
     return error
 

@@ -25,8 +25,9 @@ from smart_transfer.transfer.limits import (
     Timeouts,
 )
 
-#: Seconds the client waits for any one answer of the server: a session's next message (the
-#: server's keep-alives reset it) or a REST answer. Bounds a server that stopped answering.
+#: Seconds the client waits for any one answer of the server: the WebSocket handshake (after the
+#: connect timeout), a session's next message (the server's keep-alives reset it) or a REST answer.
+#: Bounds a server that stopped answering.
 DEFAULT_ANSWER_TIMEOUT = 120.0
 #: Seconds between the keep-alives (Progress) the client sends while objects move, so that the
 #: server and any proxy in between (nginx ``proxy_read_timeout``) see a live session.
@@ -128,7 +129,7 @@ class ClientOptions:
     answer_timeout: float = setting(
         DEFAULT_ANSWER_TIMEOUT,
         "--answer-timeout",
-        "seconds to wait for any one answer of the server (its keep-alives reset it)",
+        "seconds to wait for any one answer of the server, the WebSocket handshake's too (its keep-alives reset it)",
         **_SECONDS,
     )
     progress_timeout: float = setting(

@@ -63,7 +63,10 @@ class ClientSession:
         answer_timeout: float = DEFAULT_ANSWER_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> Self:
-        """Connect (bounded by ``connect_timeout``) and open a session of ``flow`` with the subprotocol."""
+        """Connect and open a session of ``flow`` with the subprotocol, bounded by ``connect_timeout`` plus
+        ``answer_timeout``: the handshake's answer is the server's first, and a busy server that accepted
+        the connection may take a while to give it (failing after the connect timeout alone turned a slow
+        server under load into an unreachable one)."""
         headers = authorization(token)
         try:
             socket = await connect(
@@ -71,7 +74,7 @@ class ClientSession:
                 subprotocols=[Subprotocol(SUBPROTOCOL)],
                 additional_headers=headers,
                 max_size=max_frame_bytes,
-                open_timeout=connect_timeout,
+                open_timeout=connect_timeout + answer_timeout,
                 close_timeout=CLOSE_TIMEOUT,
                 ping_interval=20,
                 ping_timeout=60,

@@ -214,8 +214,8 @@ class Client:
 
     async def dataset_pages(self, server_url: str, page_size: int | None = None) -> AsyncIterator[list[DatasetInfo]]:
         """The datasets of the server at ``server_url`` the token may read, each described, a page at a
-        time as the server pages them (``page_size`` per page; None: the server's default), each page
-        retried when the server is Busy."""
+        time as the server pages them (``page_size`` per page; None: a short first page, so the first
+        rows come sooner, then the server's default), each page retried when the server is Busy."""
         from smart_transfer.client.inspection.status import dataset_pages
 
         server = RemoteServer.parse(server_url)

@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from smart_transfer.client.client import Client
+from smart_transfer.client.inspection.status import FIRST_PAGE_DATASETS
 from smart_transfer.model import DataField, SetDataSchema
 from smart_transfer.repo import Repository
 from smart_transfer.server.settings import ServerSettings
@@ -118,12 +119,16 @@ def test_web_view_pages_follow_the_same_listing(listed: Listed) -> None:
 
 
 def test_the_sdk_follows_every_page(listed: Listed) -> None:
-    async def pages(secret: str) -> list[list[Any]]:
+    async def pages(secret: str, size: int | None = 10) -> list[list[Any]]:
         client = Client(None, token=secret)
-        return [page async for page in client.dataset_pages(listed.server.url, page_size=10)]
+        return [page async for page in client.dataset_pages(listed.server.url, page_size=size)]
 
     found = asyncio.run(pages(listed.everything))
     assert [len(page) for page in found] == [10, 10, 5]
+    # no size asked (what `ls` does): a short first page, so the first rows print sooner, then the default
+    unsized = asyncio.run(pages(listed.everything, None))
+    assert [len(page) for page in unsized] == [FIRST_PAGE_DATASETS, len(NAMES) - FIRST_PAGE_DATASETS]
+    assert [info.name for page in unsized for info in page] == NAMES
     assert [info.name for page in found for info in page] == NAMES
     assert all(info.blocks == 2 for page in found for info in page)  # described: Seed and schema
     assert [info.name for info in asyncio.run(Client(None, token=listed.some).list_datasets(listed.server.url))] == (

@@ -35,6 +35,10 @@ from smart_transfer.transfer.pieces import in_parallel
 
 #: Datasets ``ls`` describes at once (one request each).
 LS_PARALLEL = 8
+#: Datasets asked for in the first page when the caller names no page size: the server describes each
+#: (on S3 a read of its head), so the first rows show after a fifth of a default page's work; the
+#: pages after it are the server's default size.
+FIRST_PAGE_DATASETS = 20
 #: How a page's requests are run again (the client's Busy retry).
 Page = tuple[list[DatasetInfo], str | None]
 Retry = Callable[[Callable[[], Awaitable[Page]]], Awaitable[Page]]
@@ -165,12 +169,15 @@ async def dataset_pages(
     server: RemoteServer, token: str | None, options: ClientOptions, retry: Retry, limit: int | None = None
 ) -> AsyncIterator[list[DatasetInfo]]:
     """Every dataset of ``server`` the token may read, described, a page at a time as the server pages
-    them (following ``next_page_token``; each page run through ``retry``: the Busy retry)."""
+    them (following ``next_page_token``; each page run through ``retry``: the Busy retry). ``limit``
+    None: FIRST_PAGE_DATASETS in the first page, the server's default after it."""
     async with make_session(LS_PARALLEL, options.answer_timeouts) as http:
         page_token: str | None = None
+        size = limit or FIRST_PAGE_DATASETS
         while True:
             current = page_token
-            infos, page_token = await retry(partial(_described_page, http, server, token, (current, limit)))
+            infos, page_token = await retry(partial(_described_page, http, server, token, (current, size)))
+            size = limit
             yield infos
             if page_token is None:
                 return

@@ -70,11 +70,14 @@ docs-serve: install
 test: install node-deps system-packages
 	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The long fault runs, in one process (they load the CPU on purpose and bound every run): clients killed at many random points, server killed mid-push, S3 outage and S3 paused
-# (SIGSTOP) mid-transfer, racing pushers, replicas behind nginx (long pushes, SIGTERM of a replica), and the
-# CLI fuzzer's larger profile (SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES per command, 40 by default).
+# The long fault runs (they load the CPU on purpose and bound every run): clients killed at many random
+# points, server killed mid-push, S3 outage and S3 paused (SIGSTOP) mid-transfer, racing pushers, replicas
+# behind nginx (long pushes, SIGTERM of a replica), and the CLI fuzzer's larger profile
+# (SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES per command, 40 by default). FAULT_WORKERS files run at once,
+# each worker with its own private S3 for outages and stalls; lint and type checks ran in `make test`.
+FAULT_WORKERS ?= 2
 test-faults: install node-deps system-packages
-	@bash scripts/test.sh $(S3_DIR) $(S3_PORT) -m faults tests/faults tests/integration/test_cli_fuzz.py $(PYTEST_ARGS)
+	@SKIP_LINT=1 bash scripts/test.sh $(S3_DIR) $(S3_PORT) -n $(FAULT_WORKERS) --dist loadfile -m faults tests/faults tests/integration/test_cli_fuzz.py $(PYTEST_ARGS)
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)

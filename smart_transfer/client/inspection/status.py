@@ -173,7 +173,7 @@ async def dataset_pages(
     None: FIRST_PAGE_DATASETS in the first page, the server's default after it."""
     async with make_session(LS_PARALLEL, options.answer_timeouts) as http:
         page_token: str | None = None
-        size = limit or FIRST_PAGE_DATASETS
+        size: int | None = limit or FIRST_PAGE_DATASETS
         while True:
             current = page_token
             infos, page_token = await retry(partial(_described_page, http, server, token, (current, size)))

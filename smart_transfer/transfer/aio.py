@@ -17,7 +17,16 @@ import aiohttp
 from smart_transfer.transfer.errors import StorageStalled, StorageUnreachable
 from smart_transfer.transfer.limits import STREAM_CHUNK_BYTES, Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
-from smart_transfer.transfer.transport import Answer, Body, BodyTooLarge, Call, FileRange, ObjectTransport, Sink
+from smart_transfer.transfer.transport import (
+    Answer,
+    Body,
+    BodyTooLarge,
+    Call,
+    FileRange,
+    Gathered,
+    ObjectTransport,
+    Sink,
+)
 
 #: Chunk size of rate-limited uploads (finer, so the limit holds over short spans).
 LIMITED_CHUNK_BYTES = 64 * 1024
@@ -110,8 +119,9 @@ class AiohttpTransport(ObjectTransport):
             yield chunk
 
     async def _receive(self, response: aiohttp.ClientResponse, max_bytes: int, sink: Sink | None) -> bytes:
-        """The body, chunk by chunk: to the sink when the status is the one it takes, else kept."""
-        streamed = sink is not None and response.status == sink.status
+        """The body, chunk by chunk: to the sink when the status is the one it takes (``Gathered``),
+        else kept."""
+        gathered = Gathered(sink) if sink is not None and response.status == sink.status else None
         kept: list[bytes] = []
         received = 0
         while chunk := await response.content.read(sink.buffer_bytes if sink is not None else STREAM_CHUNK_BYTES):
@@ -120,9 +130,10 @@ class AiohttpTransport(ObjectTransport):
                 raise BodyTooLarge(max_bytes)
             if self._limiter is not None:
                 await self._limiter.acquire(len(chunk))
-            if streamed:
-                assert sink is not None
-                sink.write(chunk)
+            if gathered is not None:
+                gathered.add(chunk)
             else:
                 kept.append(chunk)
+        if gathered is not None:
+            gathered.flush()
         return b"".join(kept)

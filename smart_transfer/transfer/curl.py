@@ -25,12 +25,13 @@ import contextlib
 import io
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import BinaryIO
 
 import pycurl
 
 from smart_transfer.transfer.errors import StorageStalled, StorageUnreachable
-from smart_transfer.transfer.transport import Answer, Body, BodyTooLarge, Call, ObjectTransport, Sink
+from smart_transfer.transfer.transport import Answer, Body, BodyTooLarge, Call, Gathered, ObjectTransport, Sink
 
 #: libcurl's codes for an attempt that ran out of time, and for a write callback that refused bytes.
 _TIMED_OUT = 28
@@ -42,14 +43,14 @@ UPLOAD_BUFFER_BYTES = 2 * 1024 * 1024
 
 class _Exchange:
     """One request in flight: its future, its headers, and the body as it arrives (at most
-    ``max_bytes``), kept or handed to the sink."""
+    ``max_bytes``), kept or handed to the sink in pieces (``Gathered``)."""
 
-    __slots__ = ("chunks", "failed", "future", "headers", "max_bytes", "received", "sink", "status")
+    __slots__ = ("chunks", "failed", "future", "gathered", "headers", "max_bytes", "received", "status")
 
     def __init__(self, future: asyncio.Future[Answer], max_bytes: int, sink: Sink | None) -> None:
         self.future = future
         self.max_bytes = max_bytes
-        self.sink = sink
+        self.gathered = Gathered(sink) if sink is not None else None
         self.chunks: list[bytes] = []
         self.headers: dict[str, str] = {}
         self.status = 0
@@ -69,16 +70,23 @@ class _Exchange:
         self.received += len(chunk)
         if self.received > self.max_bytes:
             return 0  # libcurl ends the transfer with a write error: nothing more is read
-        if self.sink is None or self.status != self.sink.status:
+        if self.gathered is None or self.status != self.gathered.sink.status:
             self.chunks.append(chunk)
             return None
+        return None if self._to_sink(partial(self.gathered.add, chunk)) else 0
+
+    def flush(self) -> bool:
+        """Hand the sink what is left of its answer; False when it raised (the exchange fails with it)."""
+        return self.gathered is None or self._to_sink(self.gathered.flush)
+
+    def _to_sink(self, step: Callable[[], object]) -> bool:
         try:
-            self.sink.write(chunk)
+            step()
         except Exception as exc:
             # raised in a libcurl callback it would be lost: the exchange fails with it instead
             self.failed = exc
-            return 0
-        return None
+            return False
+        return True
 
     def reader(self, source: BinaryIO, remaining: int) -> Callable[[int], bytes | int]:
         """libcurl's read callback for a body of ``remaining`` bytes of ``source``: a read that fails
@@ -181,6 +189,8 @@ class CurlEngine(ObjectTransport):
     def _settle(self, handle: pycurl.Curl, failure: tuple[int, str] | None) -> None:
         exchange = self._busy.pop(handle)
         self._multi.remove_handle(handle)
+        if failure is None and not exchange.flush():  # the last piece of a sink's answer
+            failure = (_WRITE_REFUSED, "the sink refused the last bytes")
         if not exchange.future.done():
             if failure is None:
                 status = handle.getinfo(pycurl.RESPONSE_CODE)

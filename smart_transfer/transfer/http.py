@@ -221,11 +221,14 @@ class _VerifyingSink:
         self.writer = BackgroundWriter(out, self.hasher, WRITE_QUEUE_BYTES, name=f"download {name[:16]}")
         self.size = 0
 
-    def write(self, chunk: bytes) -> None:
-        self.size += len(chunk)
+    def write(self, chunks: list[bytes]) -> int:
+        """Queue the next chunks for the writer; the number of bytes they hold."""
+        size = sum(map(len, chunks))
+        self.size += size
         if self.size > self.expected_size:
             raise TransferFailed(self.name, f"larger than the {self.expected_size} bytes its block records")
-        self.writer.put(chunk)
+        self.writer.put(chunks, size)
+        return size
 
     async def check(self) -> None:
         """Raise TransferFailed unless the whole body had the object's size and hash (once every
@@ -253,9 +256,8 @@ async def download(
         with open(temp_path, "wb") as out:
             verifying = _VerifyingSink(name, expected_hash, expected_size, out)
 
-            def write(chunk: bytes) -> None:
-                verifying.write(chunk)
-                on_bytes(len(chunk))
+            def write(chunks: list[bytes]) -> None:
+                on_bytes(verifying.write(chunks))
 
             sink = Sink(write, 200, STREAM_CHUNK_BYTES)
             try:

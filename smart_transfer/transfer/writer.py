@@ -1,6 +1,7 @@
 """A streamed body written and hashed in order by a thread of its own, off the event loop.
 
-The loop hands each chunk over as it arrives (``put``: a queue append) and goes back to the sockets,
+The loop hands the chunks over as they arrive (``put``: a queue append, a list of chunks at a time)
+and goes back to the sockets,
 while the thread feeds the hasher and writes the file; hashlib and file writes release the GIL, so on a
 machine with more than one core the verification of one download runs beside the receiving of the
 others instead of between them. The hash is done with the last byte (``finish`` drains at most
@@ -30,7 +31,7 @@ class BackgroundWriter:
         self._out = out
         self._hasher = hasher
         self._bound = bound
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[tuple[list[bytes], int]] = deque()
         self._pending = 0
         self._closed = False
         self._dropped = False
@@ -39,35 +40,39 @@ class BackgroundWriter:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def put(self, chunk: bytes) -> None:
-        """Queue ``chunk`` (waits while ``bound`` bytes wait already); raises what the thread failed with."""
+    def put(self, chunks: list[bytes], size: int | None = None) -> None:
+        """Queue ``chunks`` (``size``: the bytes they hold, when the caller counted them already); waits
+        while ``bound`` bytes wait already; raises what the thread failed with."""
+        size = sum(map(len, chunks)) if size is None else size
         with self._changed:
             self._changed.wait_for(lambda: self._pending < self._bound or self._failed is not None)
             if self._failed is not None:
                 raise self._failed
-            self._queue.append(chunk)
-            self._pending += len(chunk)
+            self._queue.append((chunks, size))
+            self._pending += size
             self._changed.notify_all()
 
-    def _next(self) -> bytes | None:
+    def _next(self) -> tuple[list[bytes], int] | None:
         with self._changed:
             self._changed.wait_for(lambda: bool(self._queue) or self._closed)
             if self._dropped or not self._queue:
                 return None
             return self._queue[0]
 
-    def _done(self, chunk: bytes) -> None:
+    def _done(self, size: int) -> None:
         with self._changed:
             self._queue.popleft()
-            self._pending -= len(chunk)
+            self._pending -= size
             self._changed.notify_all()
 
     def _run(self) -> None:
         try:
-            while (chunk := self._next()) is not None:
-                self._hasher.update(chunk)
-                self._out.write(chunk)
-                self._done(chunk)
+            while (item := self._next()) is not None:
+                chunks, size = item
+                for chunk in chunks:
+                    self._hasher.update(chunk)
+                    self._out.write(chunk)
+                self._done(size)
         except BaseException as exc:  # handed to the loop by put() and finish(), never lost
             with self._changed:
                 self._failed = exc

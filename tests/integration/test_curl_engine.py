@@ -19,7 +19,8 @@ from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.http import download, download_bytes, upload
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.multipart import upload_parts
-from smart_transfer.transfer.transport import LIBRARIES, open_library
+from smart_transfer.transfer.ranges import pwrite_all
+from smart_transfer.transfer.transport import LIBRARIES, Answer, Call, Sink, open_library
 
 BODY = b"x" * 4096
 HASH = Multihash.of(BODY)
@@ -194,3 +195,47 @@ def test_parts_send_exactly_their_range_of_the_file(kind: str, tmp_path: Path) -
     slices = [data[:part_size], data[part_size : 2 * part_size], data[2 * part_size :]]
     assert sent == len(data) and sorted(received) == sorted(slices)
     assert sorted(head.split(b" ")[1] for head in heads) == [b"/object/1", b"/object/2", b"/object/3"]
+
+
+@KINDS
+def test_a_streamed_body_reaches_its_sink_in_few_large_pieces(kind: str) -> None:
+    """libcurl hands its callback 16 KiB at a time: the engine gathers them, so a sink is called about
+    once per ``buffer_bytes`` (a thread hand-off each in a download), with every byte in order."""
+    body = os.urandom(8 * 1024 * 1024 + 3)
+    buffer_bytes = 1024 * 1024
+    pieces: list[list[bytes]] = []
+
+    async def reply(_: int, __: bytes) -> bytes:
+        return _answer(200, body)
+
+    async def scenario() -> Answer:
+        server, url, _ = await _serve(reply)
+        try:
+            async with open_library(kind, 4) as transport:
+                sink = Sink(pieces.append, 200, buffer_bytes)
+                return await transport.exchange(Call("GET", url, {}, Timeouts(), len(body), len(body), sink=sink))
+        finally:
+            server.close()
+
+    answer = asyncio.run(scenario())
+    assert answer.status == 200 and answer.body == b""  # every byte went to the sink
+    assert b"".join(chunk for piece in pieces for chunk in piece) == body
+    assert len(pieces) <= len(body) // buffer_bytes + 2, [sum(map(len, piece)) for piece in pieces]
+
+
+def test_a_vectored_write_that_stops_short_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks = [os.urandom(size) for size in (5, 0, 70_000, 1, 4096)] * 300  # more than IOV_MAX chunks
+    real = os.pwritev
+
+    def short(fd: int, buffers: list[bytes], offset: int) -> int:  # at most 10,000 bytes a call
+        return real(fd, [b"".join(buffers)[:10_000]], offset)
+
+    monkeypatch.setattr(os, "pwritev", short)
+    path = tmp_path / "staging"
+    path.write_bytes(b"-" * 7)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        pwrite_all(fd, chunks, 7)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"-" * 7 + b"".join(chunks)

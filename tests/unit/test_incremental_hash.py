@@ -32,8 +32,9 @@ BODY = b"".join(CHUNKS)
 def test_the_writer_keeps_the_order_within_its_bound() -> None:
     out, hasher = io.BytesIO(), hashlib.sha256()
     writer = BackgroundWriter(out, hasher, bound=100_000)  # smaller than the body: put() waits for it
-    for chunk in CHUNKS:
-        writer.put(chunk)
+    writer.put(CHUNKS[:2])  # a list of chunks at a time, as the transports hand them over
+    for chunk in CHUNKS[2:]:
+        writer.put([chunk])
     writer.finish()
     assert out.getvalue() == BODY
     assert hasher.digest() == hashlib.sha256(BODY).digest()
@@ -46,9 +47,9 @@ class _FullDisk(io.BytesIO):
 
 def test_a_failed_write_reaches_the_loop() -> None:
     writer = BackgroundWriter(_FullDisk(), hashlib.sha256(), bound=1)
-    writer.put(b"x" * 4096)
+    writer.put([b"x" * 4096])
     with pytest.raises(OSError, match="No space left"):
-        writer.put(b"y" * 4096)  # waits for the first chunk, which failed
+        writer.put([b"y" * 4096])  # waits for the first chunk, which failed
     with pytest.raises(OSError, match="No space left"):
         writer.finish()
 
@@ -58,7 +59,7 @@ async def _sink_check(tmp_path: Path, chunks: list[bytes], expected: bytes) -> N
         sink = _VerifyingSink("obj", Multihash.of(expected, SHA2_256), len(expected), out)
         try:
             for chunk in chunks:
-                sink.write(chunk)
+                sink.write([chunk])
             await asyncio.wait_for(sink.check(), BOUND_SECONDS)
         finally:
             sink.writer.abandon()

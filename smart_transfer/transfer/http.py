@@ -23,7 +23,6 @@ from smart_transfer.model.multihash import new_hasher
 from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.storage.digest import content_mismatch
-from smart_transfer.transfer.aio import make_session  # the channels that talk to the server make theirs here
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import StorageStalled, TransferFailed, TransferRefused, UrlExpired
 from smart_transfer.transfer.limits import (
@@ -55,7 +54,6 @@ __all__ = [
     "UrlExpired",
     "download",
     "download_bytes",
-    "make_session",
     "upload",
 ]
 

@@ -171,9 +171,10 @@ async def open_transport(
     the channel brings its own session (``shared``: the simple protocol, whose objects go through the
     server with its credentials, in one pool with its calls) or when the source is not storage
     (``storage`` false: peers). At most ``parallel`` connections; ``timeouts`` bound the requests a
-    new aiohttp session makes of its own."""
-    from smart_transfer.transfer import aio
-
+    new aiohttp session makes of its own. aiohttp is imported only when it moves objects (its import,
+    with its TLS contexts, costs a libcurl transfer a quarter second here)."""
+    if shared is not None or not storage or limiter is not None:
+        from smart_transfer.transfer import aio
     if shared is not None:
         yield aio.AiohttpTransport(shared, limiter)
         return

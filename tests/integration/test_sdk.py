@@ -85,16 +85,16 @@ def test_a_simple_protocol_transfer_opens_one_connection_pool(
 ) -> None:
     """Objects of the simple protocol go to the server, like its REST calls: one pool of --parallel."""
     from smart_transfer.client.transports import simple
-    from smart_transfer.transfer import http
+    from smart_transfer.transfer import aio
 
     opened: list[int] = []
-    real = http.make_session
+    real = aio.make_session
 
     def counting(parallel: int, timeouts: Any = None) -> Any:
         opened.append(parallel)
         return real(parallel, timeouts)
 
-    monkeypatch.setattr(http, "make_session", counting)
+    monkeypatch.setattr(aio, "make_session", counting)
     monkeypatch.setattr(simple, "make_session", counting)
     run_cli("add", "pooled", *map(str, make_files(tmp_path / "in", 4, 100)), workspace=tmp_path / "a")
     with SyncClient(tmp_path / "a", protocol="simple", parallel=3) as client:

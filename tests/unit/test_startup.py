@@ -120,3 +120,22 @@ def test_a_pull_or_push_with_no_object_to_move_never_loads_the_http_stack() -> N
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["0", "0", "False"]
+
+
+def test_objects_moved_by_libcurl_load_no_aiohttp() -> None:
+    """aiohttp (and its TLS contexts, a quarter second of start-up here) loads only for the transfers it
+    makes: a rate limit, the simple protocol, peers. A libcurl transfer's modules and engine do without."""
+    probe = (
+        "import asyncio, sys\n"
+        "import smart_transfer.client.transports.smart, smart_transfer.client.flows.pull\n"
+        "import smart_transfer.client.flows.push, smart_transfer.transfer.http, smart_transfer.transfer.ranges\n"
+        "from smart_transfer.transfer.limits import Timeouts\n"
+        "from smart_transfer.transfer.transport import open_transport\n"
+        "async def main():\n"
+        "    async with open_transport(4, Timeouts()) as transport:\n"
+        "        print('ENGINE:' + type(transport).__name__)\n"
+        "asyncio.run(main())\n"
+        "print('AIOHTTP:' + ','.join(sorted(n for n in sys.modules if n.startswith(('aiohttp', 'yarl')))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip().splitlines()[-2:] == ["ENGINE:CurlEngine", "AIOHTTP:"], done.stdout

@@ -30,7 +30,7 @@ from smart_transfer.model import ChainTip, Multihash
 from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo, ServerInfo
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.transfer.http import make_session
+from smart_transfer.transfer.aio import make_session
 from smart_transfer.transfer.pieces import in_parallel
 
 #: Datasets ``ls`` describes at once (one request each).

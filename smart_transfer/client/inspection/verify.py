@@ -20,7 +20,7 @@ from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.storage.digest import digest_file
-from smart_transfer.transfer.http import make_session
+from smart_transfer.transfer.aio import make_session
 
 
 @dataclass

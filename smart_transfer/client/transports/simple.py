@@ -36,7 +36,8 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPl
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
-from smart_transfer.transfer.http import Timeouts, make_session
+from smart_transfer.transfer.aio import make_session
+from smart_transfer.transfer.http import Timeouts
 from smart_transfer.transfer.mover import Transfer
 from smart_transfer.transfer.pieces import in_parallel
 

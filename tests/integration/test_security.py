@@ -327,9 +327,14 @@ def _masked_text_frame(text: str) -> bytes:
 def test_a_client_that_stops_reading_is_closed_with_bounded_memory(server_factory: Any, tmp_path: Path) -> None:
     import socket
 
-    server: ServerProcess = server_factory("--session-timeout", "3")
+    # the dataset is pushed to a server without the short session timeout (a push of 300 objects may take
+    # longer than 3 s on a loaded machine), which then restarts on the same store with it
+    setup: ServerProcess = server_factory(root=tmp_path / "server")
     run_cli("add", "reader", *map(str, make_files(tmp_path / "in", 300, 10)), workspace=tmp_path / "a")
-    assert run_cli("push", "reader", f"{server.url}/reader", workspace=tmp_path / "a").returncode == 0
+    pushed = run_cli("push", "reader", f"{setup.url}/reader", workspace=tmp_path / "a")
+    assert pushed.returncode == 0, pushed.stderr
+    setup.stop()
+    server: ServerProcess = server_factory("--session-timeout", "3", root=tmp_path / "server")
     before = _rss_kib(server.process.pid)
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as raw:

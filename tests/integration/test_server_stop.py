@@ -56,7 +56,9 @@ def test_a_stop_signal_during_start_up_ends_the_server(tmp_path: Path) -> None:
 
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path: Path) -> None:
     # SIGINT lands in the command's imports: the interpreter is told to raise it at the first
-    # bytecode of the CLI's module, through a start-up hook in a sitecustomize of its own
+    # bytecode of the CLI's module, through a start-up hook in a sitecustomize of its own (which also
+    # restores Python's own handler: a parent that ignores SIGINT, as a test runner's worker may, would
+    # pass that on, and the signal would do nothing)
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
@@ -64,6 +66,7 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path: Path) -> None:
         "class Interrupt:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'smart_transfer.cli.commands':\n"
+        "            signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "            os.kill(os.getpid(), signal.SIGINT)\n"
         "        return None\n"
         "sys.meta_path.insert(0, Interrupt())\n"

@@ -81,12 +81,14 @@ class Gathered:
         self._since = time.monotonic()
 
     def add(self, chunk: bytes) -> None:
+        """The next chunk of the body: held, or handed over with those before it."""
         self._chunks.append(chunk)
         self._size += len(chunk)
         if self._size >= self.sink.buffer_bytes or time.monotonic() - self._since >= SINK_MAX_DELAY:
             self.flush()
 
     def flush(self) -> None:
+        """Hand over what is held (the end of the body)."""
         piece, self._chunks, self._size, self._since = self._chunks, [], 0, time.monotonic()
         if piece:
             self.sink.write(piece)
@@ -171,16 +173,15 @@ async def open_transport(
     the channel brings its own session (``shared``: the simple protocol, whose objects go through the
     server with its credentials, in one pool with its calls) or when the source is not storage
     (``storage`` false: peers). At most ``parallel`` connections; ``timeouts`` bound the requests a
-    new aiohttp session makes of its own. aiohttp is imported only when it moves objects (its import,
-    with its TLS contexts, costs a libcurl transfer a quarter second here)."""
-    if shared is not None or not storage or limiter is not None:
-        from smart_transfer.transfer import aio
+    new aiohttp session makes of its own."""
+    if shared is None and storage and limiter is None:
+        async with open_library("libcurl", parallel) as transport:
+            yield transport
+        return
+    from smart_transfer.transfer import aio  # only here: its import and TLS contexts cost a quarter second
+
     if shared is not None:
         yield aio.AiohttpTransport(shared, limiter)
         return
-    if not storage or limiter is not None:
-        async with aio.make_session(parallel, timeouts) as session:
-            yield aio.AiohttpTransport(session, limiter)
-        return
-    async with open_library("libcurl", parallel) as transport:
-        yield transport
+    async with aio.make_session(parallel, timeouts) as session:
+        yield aio.AiohttpTransport(session, limiter)

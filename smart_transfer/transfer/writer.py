@@ -1,12 +1,12 @@
 """A streamed body written and hashed in order by a thread of its own, off the event loop.
 
 The loop hands the chunks over as they arrive (``put``: a queue append, a list of chunks at a time)
-and goes back to the sockets,
-while the thread feeds the hasher and writes the file; hashlib and file writes release the GIL, so on a
-machine with more than one core the verification of one download runs beside the receiving of the
-others instead of between them. The hash is done with the last byte (``finish`` drains at most
-``bound`` queued bytes). Memory stays bounded: once ``bound`` bytes wait, ``put`` waits for the thread
-(the loop then runs no faster than the disk and the hasher, as when it did the work itself).
+and goes back to the sockets, while the thread feeds the hasher and writes the file; hashlib and file
+writes release the GIL, so on a machine with more than one core the verification of one download runs
+beside the receiving of the others instead of between them. The hash is done with the last byte
+(``finish`` drains at most ``bound`` queued bytes). Memory stays bounded: once ``bound`` bytes wait,
+``put`` waits for the thread (the loop then runs no faster than the disk and the hasher, as when it did
+the work itself).
 """
 
 from __future__ import annotations

@@ -63,8 +63,13 @@ def local_files(path: str) -> list[Path] | None:
 
 
 def resolve_inputs(paths: Sequence[str | Path], fmt: str | None) -> list[Input]:
+    """The inputs of an ingest, each with its format; IngestError when none is given, a local one is
+    missing or an empty directory (with or without ``fmt``: checked before anything is created), or a
+    format cannot be told."""
     if not paths:
         raise IngestError("no input given")
+    for path in paths:
+        local_files(str(path))
     return [Input(str(p), detect_format(str(p), fmt), i) for i, p in enumerate(paths)]
 
 

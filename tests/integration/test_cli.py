@@ -81,6 +81,16 @@ def test_read_only_commands_on_a_missing_workspace_say_so_and_create_nothing(
     assert not ws.exists()
 
 
+@pytest.mark.parametrize("given", [[], ["--format", "json"], ["--format", "csv"]])
+def test_an_ingest_of_a_missing_input_creates_no_workspace(tmp_path: Path, given: list[str]) -> None:
+    # found by the CLI fuzzer: with --format the input was looked for only after the workspace existed
+    ws = tmp_path / "out.parquet"
+    result = run(ws, "ingest", "https", *given, "--input", str(tmp_path / "ünï"))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "no such input" in result.stderr
+    assert not ws.exists()
+
+
 @pytest.mark.parametrize(
     "command",
     ["serve", "pull", "push", "gc", "ingest", "verify", "log", "tail", "export", "status", "ls", "remote list"],

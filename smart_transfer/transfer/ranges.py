@@ -27,9 +27,8 @@ from smart_transfer.transfer.http import Verified, bounded_exchange, check_statu
 from smart_transfer.transfer.limits import LargeObjects, Timeouts
 from smart_transfer.transfer.pieces import run_pieces
 from smart_transfer.transfer.transport import ERROR_BODY_BYTES, ObjectTransport, Sink
+from smart_transfer.transfer.writer import pwrite_all
 
-#: Most buffers one vectored write takes (Linux's IOV_MAX).
-IOV_MAX = 1024
 #: Bytes read per call while hashing the completed prefix.
 HASH_READ_BYTES = 8 * 1024 * 1024
 #: The receive buffer of a range (libcurl's largest is 10 MiB): one write call per MiB, not per
@@ -114,25 +113,6 @@ class RangedDownload:
     @property
     def journal(self) -> Path:
         return self.staging.with_name(self.staging.name + ".ranges")
-
-
-def pwrite_all(fd: int, chunks: list[bytes], offset: int) -> None:
-    """Write ``chunks`` one after another at ``offset`` of ``fd``: one system call per IOV_MAX chunks,
-    no copy to join them (a write that stops short goes on from where it stopped)."""
-    pending = chunks
-    while pending:
-        batch = pending[:IOV_MAX]
-        written = os.pwritev(fd, batch, offset)
-        if written == 0 and any(batch):
-            raise OSError(f"no byte written at offset {offset}")
-        offset += written
-        done = 0
-        while done < len(batch) and written >= len(batch[done]):
-            written -= len(batch[done])
-            done += 1
-        pending = pending[done:]
-        if written:  # the next chunk was written in part
-            pending = [pending[0][written:], *pending[1:]]
 
 
 def _content_range_ok(content_range: str, part: Part, size: int) -> bool:

@@ -11,9 +11,33 @@ the work itself).
 
 from __future__ import annotations
 
+import io
+import os
 import threading
 from collections import deque
 from typing import BinaryIO, Protocol
+
+#: Most buffers one vectored write takes (Linux's IOV_MAX).
+IOV_MAX = 1024
+
+
+def pwrite_all(fd: int, chunks: list[bytes], offset: int) -> None:
+    """Write ``chunks`` one after another at ``offset`` of ``fd``: one system call per IOV_MAX chunks,
+    no copy to join them (a write that stops short goes on from where it stopped)."""
+    pending = chunks
+    while pending:
+        batch = pending[:IOV_MAX]
+        written = os.pwritev(fd, batch, offset)
+        if written == 0 and any(batch):
+            raise OSError(f"no byte written at offset {offset}")
+        offset += written
+        done = 0
+        while done < len(batch) and written >= len(batch[done]):
+            written -= len(batch[done])
+            done += 1
+        pending = pending[done:]
+        if written:  # the next chunk was written in part
+            pending = [pending[0][written:], *pending[1:]]
 
 
 class Hasher(Protocol):
@@ -37,6 +61,10 @@ class BackgroundWriter:
         self._dropped = False
         self._failed: BaseException | None = None
         self._changed = threading.Condition()
+        #: The file's descriptor and where the next bytes go, for one vectored write per ``put`` (a file
+        #: object without a descriptor is written chunk by chunk).
+        self._fd = _descriptor(out)
+        self._offset = out.tell() if self._fd is not None else 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -71,12 +99,20 @@ class BackgroundWriter:
                 chunks, size = item
                 for chunk in chunks:
                     self._hasher.update(chunk)
-                    self._out.write(chunk)
+                self._write(chunks, size)
                 self._done(size)
         except BaseException as exc:  # handed to the loop by put() and finish(), never lost
             with self._changed:
                 self._failed = exc
                 self._changed.notify_all()
+
+    def _write(self, chunks: list[bytes], size: int) -> None:
+        if self._fd is None:
+            for chunk in chunks:
+                self._out.write(chunk)
+            return
+        pwrite_all(self._fd, chunks, self._offset)
+        self._offset += size
 
     def _stop(self, drop: bool) -> None:
         with self._changed:
@@ -96,3 +132,14 @@ class BackgroundWriter:
         """End the thread without the queued chunks (a failed attempt): it finishes at most the chunk
         it is on, so this returns quickly even on the loop."""
         self._stop(drop=True)
+
+
+def _descriptor(out: BinaryIO) -> int | None:
+    """The descriptor of ``out`` when its bytes may be written to it directly (nothing is buffered in
+    ``out``), else None."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, io.UnsupportedOperation):
+        return None
+    out.flush()
+    return fd

@@ -19,8 +19,8 @@ from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.http import download, download_bytes, upload
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.multipart import upload_parts
-from smart_transfer.transfer.ranges import pwrite_all
 from smart_transfer.transfer.transport import LIBRARIES, Answer, Call, Sink, open_library
+from smart_transfer.transfer.writer import pwrite_all
 
 BODY = b"x" * 4096
 HASH = Multihash.of(BODY)

@@ -137,3 +137,13 @@ def test_ranged_objects_holding_every_slot_still_finish() -> None:
 
     asyncio.run(main())
     assert sorted(fetched) == [1] * 64 + [2] * 64
+
+
+def test_the_writer_writes_a_real_file_with_one_vectored_write_per_put(tmp_path: Path) -> None:
+    path, hasher = tmp_path / "body", hashlib.sha256()
+    with open(path, "wb") as out:
+        writer = BackgroundWriter(out, hasher, bound=100_000)
+        writer.put(CHUNKS[:3])
+        writer.put(CHUNKS[3:])
+        writer.finish()
+    assert path.read_bytes() == BODY and hasher.digest() == hashlib.sha256(BODY).digest()

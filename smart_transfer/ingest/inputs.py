@@ -68,8 +68,9 @@ def resolve_inputs(paths: Sequence[str | Path], fmt: str | None) -> list[Input]:
     format cannot be told."""
     if not paths:
         raise IngestError("no input given")
-    for path in paths:
-        local_files(str(path))
+    if fmt is not None:  # without it, detect_format looks for each local input as it tells the format
+        for path in paths:
+            local_files(str(path))
     return [Input(str(p), detect_format(str(p), fmt), i) for i, p in enumerate(paths)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -11,7 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -49,6 +49,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_default_executor(state.workers)  # every asyncio.to_thread runs there
         yield
         repository.close()
 
@@ -122,8 +123,8 @@ def _describe_route(app: FastAPI, state: ServerState) -> None:
             return RedirectResponse(UI_PREFIX, status_code=303, headers={"Vary": "Accept"})
         with admitted(state, Asking(authorization, client_of(request))) as admission:  # any known token
             size = check_page_size(limit)
-            listed = await run_in_threadpool(readable_datasets, repository, admission.grant, page_token, size)
-            described = await run_in_threadpool(rest_read.describe_many, repository, listed.names) if describe else None
+            listed = await asyncio.to_thread(readable_datasets, repository, admission.grant, page_token, size)
+            described = await asyncio.to_thread(rest_read.describe_many, repository, listed.names) if describe else None
         return ServerInfo(
             server="smart-transfer",
             version=smart_transfer.__version__,

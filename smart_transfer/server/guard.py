@@ -48,10 +48,11 @@ def authenticate(state: ServerState, asking: Asking) -> Admitted:
 
 @contextmanager
 def admitted(state: ServerState, asking: Asking, slots: ConcurrencyLimit | None = None) -> Iterator[Admitted]:
-    """The whole guard: not draining (ShuttingDown), ``authenticate``, then one slot of ``slots`` (the
-    request limit unless a session asks for the session limit) for as long as the block runs; Busy when
-    none is free."""
+    """The whole guard: not draining (ShuttingDown), not overloaded (Busy: blocking work already waits
+    too long for a thread), ``authenticate``, then one slot of ``slots`` (the request limit unless a
+    session asks for the session limit) for as long as the block runs; Busy when none is free."""
     state.refuse_if_draining()
+    state.refuse_if_overloaded()
     admission = authenticate(state, asking)
     with (slots or state.requests).hold(admission.subject):
         yield admission

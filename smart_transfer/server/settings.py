@@ -209,6 +209,23 @@ class ServerSettings:
         maximum=3600,
         unit="seconds",
     )
+    worker_threads: int = setting(
+        32,
+        "--worker-threads",
+        "threads that run blocking work (store calls, the index); a slow store needs more of them busy waiting",
+        parse=int,
+        minimum=2,
+        maximum=1024,
+    )
+    max_queue_wait_seconds: float = setting(
+        2.0,
+        "--max-queue-wait",
+        "new sessions and requests get 'busy, retry after' while blocking work has waited this long for a thread",
+        parse=float,
+        minimum=0.01,
+        maximum=3600,
+        unit="seconds",
+    )
     max_connections: int = setting(
         512,
         "--max-connections",

@@ -14,10 +14,11 @@ from smart_transfer.repo import Repository
 from smart_transfer.server.announce import PeerBook
 from smart_transfer.server.auth import Authorizer, Grant
 from smart_transfer.server.follow import HeadWatch
-from smart_transfer.server.limits import ConcurrencyLimit
+from smart_transfer.server.limits import Busy, ConcurrencyLimit
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.signer import Signer
+from smart_transfer.server.workers import WorkerPool
 
 T = TypeVar("T")
 
@@ -45,6 +46,8 @@ class ServerState:
         self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
         self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
         self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
+        #: The threads of every blocking call (installed as the loop's default executor at start).
+        self.workers = WorkerPool(settings.worker_threads)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
         self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)
         self.heads = HeadWatch(settings.follow_poll_min_seconds, settings.follow_poll_max_seconds)
@@ -75,6 +78,16 @@ class ServerState:
         if self.draining:
             self.metrics.busy.labels("shutting-down").inc()
             raise ProtocolError(ErrorCode.SHUTTING_DOWN, "the server is shutting down; run it again")
+
+    def refuse_if_overloaded(self) -> None:
+        """New work is refused as Busy while blocking work already waits longer than ``--max-queue-wait``
+        for a thread: what was admitted finishes sooner, and a client told to retry does not time out."""
+        waited = self.workers.oldest_wait()
+        limit = self.settings.max_queue_wait_seconds
+        if waited > limit:
+            self.metrics.busy.labels("queue").inc()
+            message = f"server busy: its work has waited {waited:.1f} s for a thread (limit {limit:g} s)"
+            raise Busy(message, self.settings.busy_retry_after_seconds)
 
     def begin_drain(self) -> None:
         self.draining = True

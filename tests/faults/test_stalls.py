@@ -19,6 +19,7 @@ from smart_transfer.transfer.limits import Timeouts
 from tests.conftest import CLI, S3Env, ServerProcess, backend_args, make_files, run_cli, summary
 from tests.faults.conftest import gateway_paused
 from tests.integration.test_resume_and_expiry import log_of, remote_chain
+from tests.integration.test_security import error_of, ws
 
 pytestmark = pytest.mark.faults
 SLOW = ["--limit-rate", "300K", "--parallel", "4"]
@@ -131,3 +132,36 @@ def test_a_store_that_stops_answering_mid_pull_fails_it_in_time_and_a_rerun_resu
     done = summary(run_cli("pull", f"{server.url}/{name}", "--json", workspace=b))
     assert done["objects_skipped"] >= 5
     assert log_of(b, name) == log_of(a, name)
+
+
+def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queueing_it(
+    private_s3: tuple[S3Env, Path], server_factory: Any
+) -> None:
+    """Two worker threads, both held by listings the paused store does not answer, and a third listing
+    queued behind them: once it has waited longer than --max-queue-wait, new requests get the documented
+    429 + Retry-After at once (not a wait for the store's own timeouts), and sessions the Busy error;
+    when the store answers again the queue drains and requests are served."""
+    s3, directory = private_s3
+    server: ServerProcess = server_factory(
+        *backend_args("s3", s3), "--worker-threads", "2", "--max-queue-wait", "0.5", env=s3.env
+    )
+    assert httpx.get(f"{server.url}/", timeout=30).status_code == 200
+    with gateway_paused(directory):
+        held = [Timed(f"{server.url}/") for _ in range(3)]
+        time.sleep(1.5)  # the third listing has now waited more than 0.5 s for a thread
+        started = time.monotonic()
+        refused = httpx.get(f"{server.url}/", timeout=30)
+        refused_seconds = time.monotonic() - started
+        with ws(server, "/anything/pull") as session:
+            session_error = error_of(session)
+    for request in held:
+        request.thread.join(300)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "2", refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "Busy" and "waited" in error["message"] and "thread" in error["message"], error
+    assert refused_seconds < 5  # refused at the door, not after the store's timeouts
+    assert session_error["code"] == "Busy" and "waited" in session_error["message"], session_error
+    assert all(request.result is not None for request in held)  # the admitted ones ended (served or 503)
+    _wait(lambda: httpx.get(f"{server.url}/", timeout=30).status_code == 200)
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    assert 'smart_transfer_busy_answers_total{limit="queue"}' in metrics, metrics

@@ -1,0 +1,62 @@
+"""The threads that run the server's blocking work (store calls through boto3, the RocksDB index, packing
+blocks), and how long that work waits for one.
+
+Every ``asyncio.to_thread`` of the server lands here: the pool is installed as the event loop's default
+executor when the server starts. Python's own default has ``cpu_count + 4`` threads, six on a 2-core
+machine, which a slow store fills at once: under 200 clients on S3 a session's store calls queued for
+tens of seconds while the process sat at half a core. The pool is sized by ``--worker-threads``, and it
+knows how long its oldest queued call has waited, so that the request guard can refuse new work with the
+documented Busy / 429 (``--max-queue-wait``) before the queue makes every admitted request late."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import count
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class WorkerPool(ThreadPoolExecutor):
+    """A thread pool that remembers when each queued call was submitted until a thread takes it."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(max_workers=threads, thread_name_prefix="smart-transfer-worker")
+        self._lock = threading.Lock()
+        #: Submission times of the calls no thread has taken yet, oldest first (dicts keep insertion order).
+        self._waiting: dict[int, float] = {}
+        self._tickets = count()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)``; its wait ends when a thread starts it."""
+        ticket = next(self._tickets)
+        with self._lock:
+            self._waiting[ticket] = time.monotonic()
+
+        def started() -> T:
+            with self._lock:
+                self._waiting.pop(ticket, None)
+            return fn(*args, **kwargs)
+
+        try:
+            return super().submit(started)
+        except BaseException:
+            with self._lock:
+                self._waiting.pop(ticket, None)
+            raise
+
+    def oldest_wait(self) -> float:
+        """Seconds the oldest call still in the queue has waited (0 when none waits)."""
+        with self._lock:
+            if not self._waiting:
+                return 0.0
+            oldest = next(iter(self._waiting.values()))
+        return max(0.0, time.monotonic() - oldest)
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a thread."""
+        return len(self._waiting)

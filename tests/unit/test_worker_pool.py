@@ -1,0 +1,42 @@
+"""The server's worker pool knows how long its oldest queued call has waited, and forgets a call once a
+thread takes it (what the overload guard reads)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from smart_transfer.server.workers import WorkerPool
+
+
+def test_the_oldest_wait_grows_while_every_thread_is_held_and_ends_when_the_queue_drains() -> None:
+    pool = WorkerPool(2)
+    release = threading.Event()
+    try:
+        assert pool.oldest_wait() == 0.0 and pool.queued == 0
+        held = [pool.submit(release.wait, 30) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while pool.queued and time.monotonic() < deadline:  # both taken by a thread
+            time.sleep(0.01)
+        assert pool.queued == 0 and pool.oldest_wait() == 0.0
+        waiting = pool.submit(lambda: "ran")
+        time.sleep(0.3)
+        assert pool.queued == 1 and pool.oldest_wait() >= 0.25
+        release.set()
+        assert waiting.result(timeout=10) == "ran" and all(future.result(timeout=10) for future in held)
+        assert pool.queued == 0 and pool.oldest_wait() == 0.0
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+
+
+def test_a_call_refused_by_a_closed_pool_is_not_counted_as_waiting() -> None:
+    pool = WorkerPool(2)
+    pool.shutdown(wait=True)
+    try:
+        pool.submit(time.sleep, 0)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("a shut-down pool took a call")
+    assert pool.queued == 0 and pool.oldest_wait() == 0.0

@@ -31,22 +31,27 @@ class WorkerPool(ThreadPoolExecutor):
         self._tickets = count()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        """Queue ``fn(*args, **kwargs)``; its wait ends when a thread starts it."""
+        """Queue ``fn(*args, **kwargs)``; its wait ends when a thread starts it, or when it is cancelled
+        before that (an ``asyncio.to_thread`` whose task was cancelled: no thread ever takes it)."""
         ticket = next(self._tickets)
         with self._lock:
             self._waiting[ticket] = time.monotonic()
 
         def started() -> T:
-            with self._lock:
-                self._waiting.pop(ticket, None)
+            self._forget(ticket)
             return fn(*args, **kwargs)
 
         try:
-            return super().submit(started)
+            future = super().submit(started)
         except BaseException:
-            with self._lock:
-                self._waiting.pop(ticket, None)
+            self._forget(ticket)
             raise
+        future.add_done_callback(lambda _: self._forget(ticket))
+        return future
+
+    def _forget(self, ticket: int) -> None:
+        with self._lock:
+            self._waiting.pop(ticket, None)
 
     def oldest_wait(self) -> float:
         """Seconds the oldest call still in the queue has waited (0 when none waits)."""

@@ -15,9 +15,7 @@ def test_the_oldest_wait_grows_while_every_thread_is_held_and_ends_when_the_queu
     try:
         assert pool.oldest_wait() == 0.0 and pool.queued == 0
         held = [pool.submit(release.wait, 30) for _ in range(2)]
-        deadline = time.monotonic() + 10
-        while pool.queued and time.monotonic() < deadline:  # both taken by a thread
-            time.sleep(0.01)
+        _wait_for_threads(pool)
         assert pool.queued == 0 and pool.oldest_wait() == 0.0
         waiting = pool.submit(lambda: "ran")
         time.sleep(0.3)
@@ -40,3 +38,29 @@ def test_a_call_refused_by_a_closed_pool_is_not_counted_as_waiting() -> None:
     else:
         raise AssertionError("a shut-down pool took a call")
     assert pool.queued == 0 and pool.oldest_wait() == 0.0
+
+
+def test_a_queued_call_cancelled_before_a_thread_takes_it_stops_counting_as_waiting() -> None:
+    """A cancelled asyncio.to_thread cancels its queued call, which no thread then starts: were it still
+    counted, the server would refuse every request as busy from then on."""
+    pool = WorkerPool(2)
+    release = threading.Event()
+    try:
+        held = [pool.submit(release.wait, 30) for _ in range(2)]
+        _wait_for_threads(pool)
+        queued = pool.submit(lambda: "never")
+        assert pool.queued == 1
+        assert queued.cancel()
+        assert pool.queued == 0 and pool.oldest_wait() == 0.0
+        release.set()
+        assert all(future.result(timeout=10) for future in held)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+
+
+def _wait_for_threads(pool: WorkerPool) -> None:
+    """Until every call submitted so far is taken by a thread."""
+    deadline = time.monotonic() + 10
+    while pool.queued and time.monotonic() < deadline:
+        time.sleep(0.01)

@@ -28,13 +28,24 @@ from typing import Any
 
 import gevent
 from gevent.event import AsyncResult
+from loadtest_agent import ANSWER_TIMEOUT  # locust puts this directory on sys.path
 from locust import FastHttpUser, User, between, events, task
 from locust.env import Environment
 
+from smart_transfer.client.client import BUSY_ATTEMPTS, MAX_BUSY_DELAY
+from smart_transfer.server.settings import ServerSettings
+from smart_transfer.transfer.backoff import longest_backoff
+
 CONFIG: dict[str, Any] = json.loads(Path(os.environ["LT_CONFIG"]).read_text())
 WAIT = between(float(CONFIG["wait_min"]), float(CONFIG["wait_max"]))
-#: Locust gives up on an agent's answer after this long and counts a hang.
-HANG_SECONDS = 90.0
+#: Locust gives up on an agent's answer after this long and counts a hang: longer than the SDK may
+#: legitimately take, waiting out the server's Busy answers (BUSY_ATTEMPTS, each retry after at most
+#: the longest backoff from the server's default Retry-After) and then its last attempt's answer bound.
+BUSY_WAIT_BOUND = sum(
+    longest_backoff(attempt, ServerSettings.busy_retry_after_seconds, MAX_BUSY_DELAY)
+    for attempt in range(1, BUSY_ATTEMPTS)
+)
+HANG_SECONDS = BUSY_WAIT_BOUND + ANSWER_TIMEOUT + 30.0
 #: How refusals and failures were answered, for the report's verdict.
 OUTCOMES: Counter[str] = Counter()
 #: The first few messages of each kind of failure (``examples.json`` beside the outcomes): what a count

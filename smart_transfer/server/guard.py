@@ -48,11 +48,12 @@ def authenticate(state: ServerState, asking: Asking) -> Admitted:
 
 @contextmanager
 def admitted(state: ServerState, asking: Asking, slots: ConcurrencyLimit | None = None) -> Iterator[Admitted]:
-    """The whole guard: not draining (ShuttingDown), not overloaded (Busy: blocking work already waits
-    too long for a thread), ``authenticate``, then one slot of ``slots`` (the request limit unless a
-    session asks for the session limit) for as long as the block runs; Busy when none is free."""
+    """The whole guard: not draining (ShuttingDown), ``authenticate`` (in memory: an unknown token is told
+    401, not busy), not overloaded (Busy: blocking work already waits too long for a thread), then one
+    slot of ``slots`` (the request limit unless a session asks for the session limit) for as long as
+    the block runs; Busy when none is free."""
     state.refuse_if_draining()
-    state.refuse_if_overloaded()
     admission = authenticate(state, asking)
+    state.refuse_if_overloaded()
     with (slots or state.requests).hold(admission.subject):
         yield admission

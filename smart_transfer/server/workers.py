@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
@@ -26,22 +27,24 @@ class WorkerPool(ThreadPoolExecutor):
     def __init__(self, threads: int) -> None:
         super().__init__(max_workers=threads, thread_name_prefix="smart-transfer-worker")
         self._lock = threading.Lock()
-        #: Submission times of the calls no thread has taken yet, oldest first (dicts keep insertion order).
-        self._waiting: dict[int, float] = {}
+        #: Submission times of the calls no thread has taken yet, oldest first. An OrderedDict, not a dict:
+        #: its first item is found in O(1) however many were deleted before it (a dict scans past the holes).
+        self._waiting: OrderedDict[int, float] = OrderedDict()
         self._tickets = count()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue ``fn(*args, **kwargs)``; its wait ends when a thread starts it, or when it is cancelled
         before that (an ``asyncio.to_thread`` whose task was cancelled: no thread ever takes it)."""
-        ticket = next(self._tickets)
         with self._lock:
-            self._waiting[ticket] = time.monotonic()
+            ticket = next(self._tickets)
 
         def started() -> T:
             self._forget(ticket)
             return fn(*args, **kwargs)
 
         try:
+            with self._lock:
+                self._waiting[ticket] = time.monotonic()
             future = super().submit(started)
         except BaseException:
             self._forget(ticket)

@@ -154,6 +154,7 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
         refused_seconds = time.monotonic() - started
         with ws(server, "/anything/pull") as session:
             session_error = error_of(session)
+        page = httpx.get(f"{server.url}/ui", timeout=30)  # the web view says it as a page, with the header
     for request in held:
         request.thread.join(300)
     assert refused.status_code == 429 and refused.headers["retry-after"] == "2", refused.text
@@ -161,6 +162,7 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
     assert error["code"] == "Busy" and "waited" in error["message"] and "thread" in error["message"], error
     assert refused_seconds < 5  # refused at the door, not after the store's timeouts
     assert session_error["code"] == "Busy" and "waited" in session_error["message"], session_error
+    assert page.status_code == 429 and page.headers["retry-after"] == "2" and "waited" in page.text, page.text
     assert all(request.result is not None for request in held)  # the admitted ones ended (served or 503)
     _wait(lambda: httpx.get(f"{server.url}/", timeout=30).status_code == 200)
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text

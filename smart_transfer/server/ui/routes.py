@@ -98,7 +98,10 @@ def _refusal(request: Request, exc: Exception, visitor: Visitor) -> Response:
     message = error.message
     if isinstance(error.details, BusyDetails):
         message = f"{message}; try again in {error.details.retry_after} s"
-    elif error.code is ErrorCode.INTERNAL:
+        busy = error_page(request, error.status, message, visitor=visitor)
+        busy.headers["Retry-After"] = str(error.details.retry_after)  # as every other face's 429 says it
+        return busy
+    if error.code is ErrorCode.INTERNAL:
         message = "the server failed to build this page; its log says why"
     return error_page(request, error.status, message, visitor=visitor)
 

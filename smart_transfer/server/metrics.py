@@ -4,6 +4,7 @@ process (tests) never share counters."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -79,6 +80,19 @@ class Metrics:
             "Connections the server closed itself, by reason (header-timeout, too-many)",
             ["reason"],
         )
+
+    def watch_workers(self, queued: Callable[[], float], oldest_wait: Callable[[], float]) -> None:
+        """Gauges read at scrape time from the worker pool: the blocking calls waiting for a thread, and
+        how long the oldest has waited (what ``--max-queue-wait`` compares)."""
+        registry = self.registry
+        waiting = Gauge("smart_transfer_worker_queue", "Blocking calls waiting for a worker thread", registry=registry)
+        waiting.set_function(queued)
+        oldest = Gauge(
+            "smart_transfer_worker_queue_oldest_seconds",
+            "Seconds the oldest blocking call in the queue has waited for a worker thread (0: none waits)",
+            registry=registry,
+        )
+        oldest.set_function(oldest_wait)
 
     def store_call(self, operation: str, seconds: float, ok: bool) -> None:
         """A StoreObserver: one call to the store's backend."""

@@ -48,6 +48,7 @@ class ServerState:
         self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
         #: The threads of every blocking call (installed as the loop's default executor at start).
         self.workers = WorkerPool(settings.worker_threads)
+        self.metrics.watch_workers(lambda: self.workers.queued, self.workers.oldest_wait)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
         self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)
         self.heads = HeadWatch(settings.follow_poll_min_seconds, settings.follow_poll_max_seconds)

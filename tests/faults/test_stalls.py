@@ -5,6 +5,7 @@ readiness say so too, and after SIGCONT a re-run completes, resuming."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -155,6 +156,7 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
         with ws(server, "/anything/pull") as session:
             session_error = error_of(session)
         page = httpx.get(f"{server.url}/ui", timeout=30)  # the web view says it as a page, with the header
+        during = httpx.get(f"{server.url}/metrics", timeout=30).text  # a scrape is never refused
     for request in held:
         request.thread.join(300)
     assert refused.status_code == 429 and refused.headers["retry-after"] == "2", refused.text
@@ -167,3 +169,7 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
     _wait(lambda: httpx.get(f"{server.url}/", timeout=30).status_code == 200)
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
     assert 'smart_transfer_busy_answers_total{limit="queue"}' in metrics, metrics
+    queued = re.search(r"^smart_transfer_worker_queue ([0-9.]+)$", during, re.M)
+    oldest = re.search(r"^smart_transfer_worker_queue_oldest_seconds ([0-9.]+)$", during, re.M)
+    assert queued and float(queued.group(1)) >= 1 and oldest and float(oldest.group(1)) > 0.5, during
+    assert "smart_transfer_worker_queue 0.0" in metrics and "smart_transfer_worker_queue_oldest_seconds 0.0" in metrics

@@ -37,14 +37,13 @@ class WorkerPool(ThreadPoolExecutor):
         before that (an ``asyncio.to_thread`` whose task was cancelled: no thread ever takes it)."""
         with self._lock:
             ticket = next(self._tickets)
+            self._waiting[ticket] = time.monotonic()
 
         def started() -> T:
             self._forget(ticket)
             return fn(*args, **kwargs)
 
         try:
-            with self._lock:
-                self._waiting[ticket] = time.monotonic()
             future = super().submit(started)
         except BaseException:
             self._forget(ticket)

@@ -15,11 +15,19 @@ env_lines="$(bash scripts/s3-local.sh start "$s3_dir" "$s3_port")" || { echo "te
 eval "$env_lines"
 echo "test: local S3 at $SMART_TRANSFER_TEST_S3_ENDPOINT (started in $(( ($(date +%s%N) - s3_started) / 1000000 )) ms)"
 
+# Spark's class-data-sharing archive (scripts/spark_cds.py) is built beside the lint and type checks
+cds_out="$(mktemp)"
+"$bin/python" scripts/spark_cds.py "$here/.smart-transfer/spark-cds" > "$cds_out" &
+cds_pid=$!
+
 status=0
 if [ -z "${SKIP_LINT:-}" ]; then  # SKIP_LINT=1: make test-faults, after make test checked the same tree
   "$bin/ruff" check smart_transfer tests scripts || status=1
   "$bin/mypy" || status=1
 fi
+wait "$cds_pid"
+if [ -s "$cds_out" ]; then export SPARK_SUBMIT_OPTS="$(cat "$cds_out") ${SPARK_SUBMIT_OPTS:-}"; fi
+rm -f "$cds_out"
 "$bin/python" -m pytest -q -p no:cacheprovider "$@" || status=$?
 echo "test: finished in $(( $(date +%s) - started )) s with status $status"
 exit "$status"

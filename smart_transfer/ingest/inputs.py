@@ -3,6 +3,7 @@ files, fingerprints that let append mode recognise an input it already ingested.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,14 +65,43 @@ def local_files(path: str) -> list[Path] | None:
 
 def resolve_inputs(paths: Sequence[str | Path], fmt: str | None) -> list[Input]:
     """The inputs of an ingest, each with its format; IngestError when none is given, a local one is
-    missing or an empty directory (with or without ``fmt``: checked before anything is created), or a
-    format cannot be told."""
+    missing or an empty directory (with or without ``fmt``: checked before anything is created), a
+    format cannot be told, or a local CSV input has no header (all before a JVM starts)."""
     if not paths:
         raise IngestError("no input given")
     if fmt is not None:  # without it, detect_format looks for each local input as it tells the format
         for path in paths:
             local_files(str(path))
-    return [Input(str(p), detect_format(str(p), fmt), i) for i, p in enumerate(paths)]
+    items = [Input(str(p), detect_format(str(p), fmt), i) for i, p in enumerate(paths)]
+    for item in items:
+        if item.fmt == "csv":
+            local_csv_header(item)
+    return items
+
+
+def checked_header(item: Input, header: list[str]) -> list[str]:
+    """``header`` of a CSV input, or IngestError when it is empty, a column has no name, or two names
+    differ only in case (Spark's column names are case-insensitive)."""
+    if not header:
+        raise IngestError(f"{item.path}: empty input (no header, no records)")
+    unnamed = [str(i + 1) for i, name in enumerate(header) if not name]
+    if unnamed:
+        raise IngestError(f"{item.path}: column(s) {', '.join(unnamed)} of the header have no name")
+    folded = [name.lower() for name in header]
+    repeated = sorted({name for name in header if folded.count(name.lower()) > 1})
+    if repeated:
+        raise IngestError(f"{item.path}: column name(s) {', '.join(repeated)} appear more than once in the header")
+    return header
+
+
+def local_csv_header(item: Input) -> list[str] | None:
+    """The checked header of a local CSV input: the first record of its first file, read with Python's
+    csv module (the same RFC 4180 rules Spark's reader follows, without a Spark job); None for a URI."""
+    files = local_files(item.path)
+    if files is None:
+        return None
+    with files[0].open(newline="", encoding="utf-8", errors="replace") as handle:
+        return checked_header(item, next(csv.reader(handle), []))
 
 
 def fingerprint(item: Input) -> bytes | None:

@@ -14,7 +14,6 @@ first one (file and record number) instead of failing somewhere inside Spark.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from functools import reduce
 from typing import Any
@@ -23,7 +22,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.types import StringType, StructField, StructType
 
 from smart_transfer.ingest.errors import IngestError
-from smart_transfer.ingest.inputs import Input, local_files
+from smart_transfer.ingest.inputs import Input, checked_header, local_csv_header
 from smart_transfer.model.events import OFFSET_COLUMN
 
 #: Columns the job adds start with this; an input column may not.
@@ -54,29 +53,17 @@ def column(name: str) -> Any:
 
 
 def _csv_header(spark: Any, item: Input) -> list[str]:
-    """The column names: the first record of the first file, read here for a local file (Python's csv
-    module follows the same RFC 4180 rules, and it saves a Spark job), else by Spark. Every file's
+    """The column names, checked: read without Spark for a local file, else by Spark. Every file's
     header is checked against them when Spark reads the data."""
-    files = local_files(item.path)
-    if files is None:
-        options = {k: v for k, v in CSV_OPTIONS.items() if k in ("header", "multiLine", "quote", "escape", "encoding")}
-        return list(spark.read.options(**options).csv(item.uri).columns)
-    with files[0].open(newline="", encoding="utf-8", errors="replace") as handle:
-        header = next(csv.reader(handle), [])
-    unnamed = [str(i + 1) for i, name in enumerate(header) if not name]
-    if unnamed:
-        raise IngestError(f"{item.path}: column(s) {', '.join(unnamed)} of the header have no name")
-    return header
+    local = local_csv_header(item)
+    if local is not None:
+        return local
+    options = {k: v for k, v in CSV_OPTIONS.items() if k in ("header", "multiLine", "quote", "escape", "encoding")}
+    return checked_header(item, list(spark.read.options(**options).csv(item.uri).columns))
 
 
 def _read_csv(spark: Any, item: Input, types: StructType | None) -> Any:
     header = _csv_header(spark, item)
-    if not header:
-        raise IngestError(f"{item.path}: empty input (no header, no records)")
-    folded = [name.lower() for name in header]
-    repeated = sorted({name for name in header if folded.count(name.lower()) > 1})
-    if repeated:
-        raise IngestError(f"{item.path}: column name(s) {', '.join(repeated)} appear more than once in the header")
     known = {f.name: f.dataType for f in types.fields} if types is not None else {}
     fields = [StructField(name, known.get(name, StringType())) for name in header]
     frame = spark.read.options(**CSV_OPTIONS).schema(StructType([*fields, StructField(CORRUPT, StringType())]))

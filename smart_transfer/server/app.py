@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -38,6 +39,9 @@ from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.store_routes import store_router
 from smart_transfer.server.ui import UI_PREFIX, docs_router, ui_router, wants_html
+from smart_transfer.server.workers import WORKERS_STOP_SECONDS
+
+log = logging.getLogger("smart_transfer.server")
 
 
 def create_app(settings: ServerSettings, port: int) -> FastAPI:
@@ -51,7 +55,16 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         asyncio.get_running_loop().set_default_executor(state.workers)  # every asyncio.to_thread runs there
         yield
-        repository.close()
+        # the index closes only once no worker thread can still be using it
+        running = state.workers.stop(WORKERS_STOP_SECONDS)
+        if running:
+            log.warning(
+                "%d worker thread(s) still in a store call after %g s; the index closes when the process exits",
+                running,
+                WORKERS_STOP_SECONDS,
+            )
+        else:
+            repository.close()
 
     app = FastAPI(
         title="smart-transfer",

@@ -8,6 +8,8 @@ says the numbers may be read by anyone reaching the server (they name no dataset
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -35,24 +37,38 @@ class Readiness(BaseModel):
     checks: dict[str, str] = Field(description="store, index, server: ok, or why not")
 
 
-async def readiness(state: ServerState) -> Readiness:
-    """Check the store (one bounded call, no retry), the index, and whether the server drains."""
-    timeout = state.settings.ready_timeout_seconds
-    checks = {"store": "ok", "index": "ok", "server": "ok"}
+async def _bounded_check(check: Callable[[], None], seconds: float, stalled: str) -> str:
+    """``ok``, the check's own error, or ``stalled`` when it has not answered within ``seconds``: the
+    check runs on the worker pool, where it may wait behind a store that stopped answering (the thread
+    may outlive the answer; the answer must not wait for it)."""
     try:
-        # the thread may outlive a store that hangs past its own timeout: the answer must not
-        async with asyncio.timeout(timeout + 1.0):
-            await asyncio.to_thread(state.repository.store.check_ready, timeout)
-    except StorageError as exc:
-        checks["store"] = str(exc)
+        async with asyncio.timeout(seconds):
+            await asyncio.to_thread(check)
+    except (StorageError, RepositoryError) as exc:
+        return str(exc)
     except TimeoutError:
-        checks["store"] = f"storage stopped answering: no answer within {timeout:g} s"
-    try:
-        await asyncio.to_thread(state.repository.index.check)
-    except RepositoryError as exc:
-        checks["index"] = str(exc)
-    if state.draining:
-        checks["server"] = "shutting down"
+        return stalled
+    return "ok"
+
+
+async def readiness(state: ServerState) -> Readiness:
+    """Check the store (one bounded call, no retry) and the index side by side, each within the
+    readiness timeout (and a second for the thread to report), and whether the server drains."""
+    timeout = state.settings.ready_timeout_seconds
+    repository = state.repository
+    store, index = await asyncio.gather(
+        _bounded_check(
+            functools.partial(repository.store.check_ready, timeout),
+            timeout + 1.0,
+            f"storage stopped answering: no answer within {timeout:g} s",
+        ),
+        _bounded_check(
+            repository.index.check,
+            timeout + 1.0,
+            f"no answer within {timeout:g} s (every worker thread is busy, or the disk stalls)",
+        ),
+    )
+    checks = {"store": store, "index": index, "server": "shutting down" if state.draining else "ok"}
     return Readiness(ready=all(value == "ok" for value in checks.values()), checks=checks)
 
 

@@ -248,7 +248,10 @@ class ServerSettings:
         unit="seconds",
     )
     ready_timeout_seconds: float = setting(
-        2.0, "--ready-timeout", "seconds GET /readyz waits for the store before it answers not ready", **_SECONDS
+        2.0,
+        "--ready-timeout",
+        "seconds GET /readyz waits for the store and the index before it answers not ready",
+        **_SECONDS,
     )
     forwarded_allow_ips: str = setting(
         "127.0.0.1",

@@ -20,6 +20,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+#: Seconds a stopping server waits for the worker threads still in a call (a store call ends within the
+#: store's own timeouts) before it gives up closing the index itself.
+WORKERS_STOP_SECONDS = 10.0
+
 
 class WorkerPool(ThreadPoolExecutor):
     """A thread pool that remembers when each queued call was submitted until a thread takes it."""
@@ -62,6 +66,17 @@ class WorkerPool(ThreadPoolExecutor):
                 return 0.0
             oldest = next(iter(self._waiting.values()))
         return max(0.0, time.monotonic() - oldest)
+
+    def stop(self, seconds: float) -> int:
+        """Cancel the calls no thread has taken (their requests are gone) and wait up to ``seconds`` for
+        the running ones; the number still running then. Python's own shutdown would run every queued
+        call first, and on 3.11 ``asyncio.run`` waits for that without a bound."""
+        self.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + seconds
+        threads = list(self._threads)  # ThreadPoolExecutor's own set of its threads
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return sum(thread.is_alive() for thread in threads)
 
     @property
     def queued(self) -> int:

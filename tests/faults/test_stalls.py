@@ -141,10 +141,11 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
     """Two worker threads, both held by listings the paused store does not answer, and a third listing
     queued behind them: once it has waited longer than --max-queue-wait, new requests get the documented
     429 + Retry-After at once (not a wait for the store's own timeouts), and sessions the Busy error;
-    when the store answers again the queue drains and requests are served."""
+    /readyz says not ready within its timeout (its checks wait behind the held threads); when the store
+    answers again the queue drains and requests are served."""
     s3, directory = private_s3
     server: ServerProcess = server_factory(
-        *backend_args("s3", s3), "--worker-threads", "2", "--max-queue-wait", "0.5", env=s3.env
+        *backend_args("s3", s3), "--worker-threads", "2", "--max-queue-wait", "0.5", "--ready-timeout", "1", env=s3.env
     )
     assert httpx.get(f"{server.url}/", timeout=30).status_code == 200
     with gateway_paused(directory):
@@ -157,6 +158,9 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
             session_error = error_of(session)
         page = httpx.get(f"{server.url}/ui", timeout=30)  # the web view says it as a page, with the header
         during = httpx.get(f"{server.url}/metrics", timeout=30).text  # a scrape is never refused
+        started = time.monotonic()
+        readiness = httpx.get(f"{server.url}/readyz", timeout=30)  # its checks wait behind the held threads
+        readiness_seconds = time.monotonic() - started
     for request in held:
         request.thread.join(300)
     assert refused.status_code == 429 and refused.headers["retry-after"] == "2", refused.text
@@ -166,6 +170,9 @@ def test_a_server_whose_store_stalls_refuses_new_work_as_busy_instead_of_queuein
     assert session_error["code"] == "Busy" and "waited" in session_error["message"], session_error
     assert page.status_code == 429 and page.headers["retry-after"] == "2" and "waited" in page.text, page.text
     assert all(request.result is not None for request in held)  # the admitted ones ended (served or 503)
+    checks = readiness.json()["checks"]
+    assert readiness.status_code == 503 and readiness_seconds < 10, (readiness_seconds, checks)  # not a hang
+    assert "no answer within 1 s" in checks["index"] and "no answer within 1 s" in checks["store"], checks
     _wait(lambda: httpx.get(f"{server.url}/", timeout=30).status_code == 200)
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
     assert 'smart_transfer_busy_answers_total{limit="queue"}' in metrics, metrics

@@ -64,3 +64,25 @@ def _wait_for_threads(pool: WorkerPool) -> None:
     deadline = time.monotonic() + 10
     while pool.queued and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_stop_cancels_queued_calls_and_waits_a_bounded_time_for_running_ones() -> None:
+    """A stopping server must not run the calls still queued (Python's shutdown would, against a store
+    that may have stopped answering) nor wait without a bound for the running ones."""
+    pool = WorkerPool(2)
+    release = threading.Event()
+    ran = threading.Event()
+    try:
+        held = [pool.submit(release.wait, 30) for _ in range(2)]
+        _wait_for_threads(pool)
+        queued = pool.submit(ran.set)
+        started = time.monotonic()
+        assert pool.stop(0.5) == 2  # both held threads still running when the bound ends
+        assert 0.4 < time.monotonic() - started < 5
+        assert queued.cancelled() and pool.queued == 0
+        release.set()
+        assert all(future.result(timeout=10) for future in held)
+        assert pool.stop(5) == 0 and not ran.is_set()
+    finally:
+        release.set()
+        pool.shutdown(wait=True)

@@ -10,15 +10,19 @@ documented Busy / 429 (``--max-queue-wait``) before the queue makes every admitt
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: Seconds a stopping server waits for the worker threads still in a call (a store call ends within the
 #: store's own timeouts) before it gives up closing the index itself.
@@ -82,3 +86,27 @@ class WorkerPool(ThreadPoolExecutor):
     def queued(self) -> int:
         """Calls waiting for a thread."""
         return len(self._waiting)
+
+
+def on_workers(route: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """A blocking route (or dependency) made a coroutine that runs it on the worker pool. FastAPI would
+    run it on Starlette's own thread pool, whose queue the overload guard does not see. The signature is
+    resolved against the route's module here, so that FastAPI reads the real parameter types."""
+
+    @functools.wraps(route)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(route, *args, **kwargs)
+
+    run.__signature__ = inspect.signature(route, eval_str=True)  # type: ignore[attr-defined]
+    return run
+
+
+async def iterate_on_workers(chunks: Iterator[T]) -> AsyncIterator[T]:
+    """``chunks`` made one at a time on the worker pool (a streamed answer whose chunks read the store):
+    Starlette would iterate a plain iterator on its own thread pool."""
+    done = object()
+    while True:
+        chunk = await asyncio.to_thread(next, chunks, done)
+        if chunk is done:
+            return
+        yield chunk  # type: ignore[misc]

@@ -3,10 +3,18 @@ thread takes it (what the overload guard reads)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated
 
-from smart_transfer.server.workers import WorkerPool
+from fastapi import FastAPI, Query
+from fastapi.responses import StreamingResponse
+from fastapi.testclient import TestClient
+
+from smart_transfer.server.workers import WorkerPool, iterate_on_workers, on_workers
 
 
 def test_the_oldest_wait_grows_while_every_thread_is_held_and_ends_when_the_queue_drains() -> None:
@@ -86,3 +94,41 @@ def test_stop_cancels_queued_calls_and_waits_a_bounded_time_for_running_ones() -
     finally:
         release.set()
         pool.shutdown(wait=True)
+
+
+def _app_on_a_pool() -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        pool = WorkerPool(2)
+        asyncio.get_running_loop().set_default_executor(pool)  # as the server's app does
+        yield
+        pool.stop(5)
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.get("/tables/{name}")
+    @on_workers
+    def table(name: str, limit: Annotated[int, Query(le=10)] = 1) -> dict[str, object]:
+        return {"thread": threading.current_thread().name, "name": name, "limit": limit}
+
+    @app.get("/lines")
+    async def lines() -> StreamingResponse:
+        def made() -> Iterator[bytes]:
+            for _ in range(3):
+                yield threading.current_thread().name.encode() + b"\n"
+
+        return StreamingResponse(iterate_on_workers(made()))
+
+    return app
+
+
+def test_a_blocking_route_and_a_streamed_answer_run_on_the_worker_pool() -> None:
+    """Not on Starlette's own thread pool, whose queue the overload guard does not see; the route keeps
+    its declared parameters (types and bounds read from this module's annotations)."""
+    with TestClient(_app_on_a_pool()) as client:
+        body = client.get("/tables/abc", params={"limit": 3}).json()
+        refused = client.get("/tables/abc", params={"limit": 11})
+        streamed = client.get("/lines").text.splitlines()
+    assert body["thread"].startswith("smart-transfer-worker") and body["name"] == "abc" and body["limit"] == 3
+    assert refused.status_code == 422
+    assert len(streamed) == 3 and all(name.startswith("smart-transfer-worker") for name in streamed), streamed

@@ -16,6 +16,7 @@ from smart_transfer.repo.footer_stats import SliceStats
 from smart_transfer.server.delta_sharing.errors import invalid
 from smart_transfer.server.delta_sharing.spark_schema import schema_string
 from smart_transfer.server.delta_sharing.tables import TableHistory, TableVersion
+from smart_transfer.server.workers import iterate_on_workers
 
 NDJSON = "application/x-ndjson; charset=utf-8"
 VERSION_HEADER = "Delta-Table-Version"
@@ -32,7 +33,7 @@ def ndjson_bytes(lines: Iterable[dict[str, Any]]) -> bytes:
 def ndjson_answer(chunks: Iterator[bytes], version: int) -> StreamingResponse:
     """An NDJSON table answer, sent chunk by chunk as ``chunks`` makes them (chunked transfer encoding:
     an answer cut short by an error is seen as cut short, never as complete; see ``stream.py``)."""
-    return StreamingResponse(chunks, media_type=NDJSON, headers={VERSION_HEADER: str(version)})
+    return StreamingResponse(iterate_on_workers(chunks), media_type=NDJSON, headers={VERSION_HEADER: str(version)})
 
 
 def version_answer(version: int) -> Response:

@@ -5,7 +5,7 @@ this server."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
@@ -50,6 +50,7 @@ from smart_transfer.server.guard import Asking, admitted, authenticate
 from smart_transfer.server.listing import DATASETS_PER_PAGE, check_page_size, may_list, readable_datasets
 from smart_transfer.server.rest_common import client_of, server_state
 from smart_transfer.server.state import ServerState
+from smart_transfer.server.workers import on_workers
 
 NAME = Annotated[str, Path(max_length=256)]
 MaxResults = Annotated[
@@ -81,11 +82,12 @@ class Caller:
         authenticate(self.state, replace(self.asking, dataset=dataset, access=Access.READ))
 
 
-def caller(request: Request) -> Iterator[Caller]:
+async def caller(request: Request) -> AsyncIterator[Caller]:
     """Every route passes the server's one guard (server/guard.py): not draining, a known bearer token
     (401), one request slot (429). The read grant (403) is checked on the dataset a table name resolves to,
     in ``_table``: names match without regard to case, so only the datasets the token may read decide
-    which one a name means."""
+    which one a name means. The routes run on the worker pool (``on_workers``), where the overload
+    guard sees their queue."""
     asking = Asking(request.headers.get("authorization"), client_of(request))
     state = server_state(request)
     with admitted(state, asking) as admission:
@@ -135,6 +137,7 @@ def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
 @router.get(
     "/shares", operation_id="listShares", summary="List the shares (one)", response_model=ListSharesResponse, **LISTING
 )
+@on_workers
 def list_shares(who: Who, max_results: MaxResults = None, page_token: PageToken = None) -> dict[str, Any]:
     names, token = page("shares", [SHARE], max_results, page_token)
     return listing_body([{"name": name} for name in names], token)
@@ -147,6 +150,7 @@ def list_shares(who: Who, max_results: MaxResults = None, page_token: PageToken 
     response_model=GetShareResponse,
     responses=errors(404),
 )
+@on_workers
 def get_share(who: Who, share: NAME) -> dict[str, Any]:
     _share(share)
     return {"share": {"name": SHARE}}
@@ -159,6 +163,7 @@ def get_share(who: Who, share: NAME) -> dict[str, Any]:
     response_model=ListSchemasResponse,
     **LISTING,
 )
+@on_workers
 def list_schemas(who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None) -> dict[str, Any]:
     _share(share)
     names, token = page("schemas", [SCHEMA], max_results, page_token)
@@ -180,6 +185,7 @@ def _list_tables(who: Caller, max_results: int | None, page_token: str | None) -
     response_model=ListTablesResponse,
     **LISTING,
 )
+@on_workers
 def list_tables(
     who: Who, share: NAME, schema: NAME, max_results: MaxResults = None, page_token: PageToken = None
 ) -> dict[str, Any]:
@@ -194,6 +200,7 @@ def list_tables(
     response_model=ListTablesResponse,
     **LISTING,
 )
+@on_workers
 def list_all_tables(
     who: Who, share: NAME, max_results: MaxResults = None, page_token: PageToken = None
 ) -> dict[str, Any]:
@@ -211,6 +218,7 @@ TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
     response_class=Response,
     responses=table_responses("the version, in the header", ndjson=False),
 )
+@on_workers
 def table_version(
     who: Who,
     share: NAME,
@@ -231,6 +239,7 @@ def table_version(
     response_class=Response,
     responses=table_responses("protocol and metaData lines"),
 )
+@on_workers
 def table_metadata(who: Who, share: NAME, schema: NAME, table: NAME, fmt: Format) -> Response:
     history = _table(who, share, schema, table)
     schema_json = who.tables.schema(history, history.latest)
@@ -307,6 +316,7 @@ def _range(history: TableHistory, start: int, end: int | None) -> tuple[int, int
     responses=table_responses("protocol, metaData, then a file (or, with startingVersion, an add) line per file"),
     openapi_extra=QUERY_BODY_DOCUMENT,
 )
+@on_workers
 def query_table(who: Who, share: NAME, schema: NAME, table: NAME, body: QueryBody, fmt: Format) -> Response:
     history = _table(who, share, schema, table)
     travel = [name for name in ("version", "timestamp", "startingVersion") if getattr(body, name) is not None]
@@ -351,6 +361,7 @@ def _changes_range(
     response_class=Response,
     responses=table_responses("protocol, metaData, then an add line per file, with its version and timestamp"),
 )
+@on_workers
 def table_changes(
     who: Who,
     share: NAME,

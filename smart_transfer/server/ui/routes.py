@@ -51,6 +51,7 @@ from smart_transfer.server.ui.visitor import (
     same_origin,
     visitor_of,
 )
+from smart_transfer.server.workers import iterate_on_workers
 
 #: Where the web view is.
 UI_PREFIX = "/ui"
@@ -248,7 +249,7 @@ def _csv_response(state: ServerState, download: CsvDownload) -> Response:
     """The CSV streamed (its store reads counted like a page's), saved by the browser under its name."""
     headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{download.filename}"'}
     chunks = download.chunks(lambda count: count_preview(state, count))
-    return StreamingResponse(chunks, media_type=CSV_MEDIA_TYPE, headers=headers)
+    return StreamingResponse(iterate_on_workers(chunks), media_type=CSV_MEDIA_TYPE, headers=headers)
 
 
 def _static_routes(router: APIRouter, state: ServerState) -> None:

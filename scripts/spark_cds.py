@@ -15,6 +15,7 @@ import argparse
 import csv
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,16 +28,23 @@ DUMP_SECONDS = 300
 
 
 def archive_key() -> str:
-    """Changes with anything that makes an archive unusable: pyspark's jars, the JVM, the flags."""
+    """Changes with anything that makes an archive unusable: the JVM, the flags, and Spark's jars (the
+    JVM checks each jar's path, size and modification time, so a reinstalled pyspark needs a new one)."""
     import pyspark
 
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60, check=True).stderr
-    return hashlib.sha256(f"{pyspark.__version__}\n{java}\n{FLAGS}".encode()).hexdigest()[:16]
+    java = shutil.which("java") or "java"
+    version = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=True).stderr
+    digest = hashlib.sha256(f"{os.path.realpath(java)}\n{version}\n{FLAGS}\n".encode())
+    for jar in sorted((Path(pyspark.__file__).resolve().parent / "jars").iterdir()):
+        stat = jar.stat()
+        digest.update(f"{jar}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def options(archive: Path) -> str:
-    """The JVM options that map ``archive`` (``-Xshare:auto``: a JVM that cannot map it runs without)."""
-    return f"-XX:SharedArchiveFile={archive} -Xshare:auto {FLAGS}"
+    """The JVM options that map ``archive`` (``-Xshare:auto``: a JVM that cannot map it runs without,
+    and ``-Xlog:cds*=off`` keeps it from saying so on its stdout)."""
+    return f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds*=off {FLAGS}"
 
 
 def warm_up(scratch: Path, archive: Path) -> None:
@@ -51,13 +59,31 @@ def warm_up(scratch: Path, archive: Path) -> None:
         writer.writerow(["id", "name"])
         writer.writerows([i, f"n{i}"] for i in range(20))
     quiet_python_logging()
-    with jvm_output(verbose=False):
+    with jvm_output(verbose=False) as log:
         spark = spark_session()
-    ingest(scratch / "ws", "warm", data, spark=spark, primary_key=["id"])
-    process = spark.sparkContext._gateway.proc  # the JVM exits (and dumps) when its stdin closes
-    spark.stop()
-    process.stdin.close()
-    process.wait(timeout=DUMP_SECONDS)
+    process = spark.sparkContext._gateway.proc
+    try:
+        ingest(scratch / "ws", "warm", data, spark=spark, primary_key=["id"])
+        spark.stop()
+        process.stdin.close()  # the JVM exits (and dumps) when its stdin closes
+        process.wait(timeout=DUMP_SECONDS)
+    finally:
+        if process.poll() is None:  # a failed warm-up: a killed JVM dumps nothing
+            process.kill()
+            process.wait(timeout=60)
+        if log is not None:
+            log.unlink(missing_ok=True)
+
+
+def clear_stale(directory: Path, keep: Path) -> None:
+    """Remove archives of other keys (~200 MB each) and partial ones whose builder is gone."""
+    for old in directory.glob("spark-*.jsa"):
+        if old != keep:
+            old.unlink(missing_ok=True)
+    for partial in directory.glob("spark.*.partial"):
+        pid = partial.name.split(".")[1]
+        if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
+            partial.unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -69,6 +95,7 @@ def main() -> int:
         archive = directory / f"spark-{archive_key()}.jsa"
         if not archive.exists():
             directory.mkdir(parents=True, exist_ok=True)
+            clear_stale(directory, archive)
             with tempfile.TemporaryDirectory() as scratch:
                 warm_up(Path(scratch), partial)
             partial.rename(archive)  # a test JVM never maps a half-written archive

@@ -16,9 +16,11 @@ eval "$env_lines"
 echo "test: local S3 at $SMART_TRANSFER_TEST_S3_ENDPOINT (started in $(( ($(date +%s%N) - s3_started) / 1000000 )) ms)"
 
 # Spark's class-data-sharing archive (scripts/spark_cds.py) is built beside the lint and type checks
+# (bounded: speed only, the tests run without it); an interrupted run stops the build too
 cds_out="$(mktemp)"
-"$bin/python" scripts/spark_cds.py "$here/.smart-transfer/spark-cds" > "$cds_out" &
+timeout 900 "$bin/python" scripts/spark_cds.py "$here/.smart-transfer/spark-cds" > "$cds_out" &
 cds_pid=$!
+trap 'kill "$cds_pid" 2>/dev/null; rm -f "$cds_out"; bash scripts/s3-local.sh stop "$s3_dir"' EXIT
 
 status=0
 if [ -z "${SKIP_LINT:-}" ]; then  # SKIP_LINT=1: make test-faults, after make test checked the same tree

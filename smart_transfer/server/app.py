@@ -59,7 +59,7 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         running = state.workers.stop(WORKERS_STOP_SECONDS)
         if running:
             log.warning(
-                "%d worker thread(s) still in a store call after %g s; the index closes when the process exits",
+                "%d worker thread(s) still in a store call after %g s; the index stays open until they end",
                 running,
                 WORKERS_STOP_SECONDS,
             )

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -27,6 +27,9 @@ P = ParamSpec("P")
 #: Seconds a stopping server waits for the worker threads still in a call (a store call ends within the
 #: store's own timeouts) before it gives up closing the index itself.
 WORKERS_STOP_SECONDS = 10.0
+#: Seconds a streamed answer whose client went away waits for the chunk a worker thread is making (a
+#: store read, itself bounded by the store's timeouts) before the request ends.
+ABANDONED_CHUNK_SECONDS = 30.0
 
 
 class WorkerPool(ThreadPoolExecutor):
@@ -89,7 +92,7 @@ class WorkerPool(ThreadPoolExecutor):
 
 
 def on_workers(route: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """A blocking route (or dependency) made a coroutine that runs it on the worker pool. FastAPI would
+    """A blocking route made a coroutine that runs it on the worker pool. FastAPI would
     run it on Starlette's own thread pool, whose queue the overload guard does not see. The signature is
     resolved against the route's module here, so that FastAPI reads the real parameter types."""
 
@@ -103,10 +106,22 @@ def on_workers(route: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
 
 async def iterate_on_workers(chunks: Iterator[T]) -> AsyncIterator[T]:
     """``chunks`` made one at a time on the worker pool (a streamed answer whose chunks read the store):
-    Starlette would iterate a plain iterator on its own thread pool."""
+    Starlette would iterate a plain iterator on its own thread pool. When the client goes away while a
+    chunk is being made, the answer waits for that chunk (up to ABANDONED_CHUNK_SECONDS) before it ends,
+    so that its request slot is not freed while its thread still works; then ``chunks`` is closed."""
     done = object()
-    while True:
-        chunk = await asyncio.to_thread(next, chunks, done)
-        if chunk is done:
-            return
-        yield chunk  # type: ignore[misc]
+    making: asyncio.Task[object] | None = None
+    try:
+        while True:
+            making = asyncio.ensure_future(asyncio.to_thread(next, chunks, done))
+            chunk = await asyncio.shield(making)
+            making = None
+            if chunk is done:
+                return
+            yield cast(T, chunk)
+    finally:
+        if making is not None:
+            await asyncio.wait({making}, timeout=ABANDONED_CHUNK_SECONDS)
+        close = getattr(chunks, "close", None)
+        if close is not None and (making is None or making.done()):  # never while a thread runs it
+            await asyncio.to_thread(close)

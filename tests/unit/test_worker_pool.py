@@ -7,7 +7,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Annotated
 
 from fastapi import FastAPI, Query
@@ -132,3 +132,37 @@ def test_a_blocking_route_and_a_streamed_answer_run_on_the_worker_pool() -> None
     assert body["thread"].startswith("smart-transfer-worker") and body["name"] == "abc" and body["limit"] == 3
     assert refused.status_code == 422
     assert len(streamed) == 3 and all(name.startswith("smart-transfer-worker") for name in streamed), streamed
+
+
+def test_a_streamed_answer_whose_client_went_away_waits_for_the_chunk_being_made_then_closes() -> None:
+    """The request (and its slot) must not end while a worker thread still makes its chunk; the chunks'
+    generator is closed afterwards, so its clean-up runs."""
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        pool = WorkerPool(2)
+        asyncio.get_running_loop().set_default_executor(pool)
+        making, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+        def made() -> Iterator[bytes]:
+            try:
+                yield b"first"
+                making.set()
+                release.wait(10)
+                yield b"second"
+            finally:
+                closed.set()
+
+        stream = iterate_on_workers(made())
+        assert await anext(stream) == b"first"
+        consumer = asyncio.ensure_future(anext(stream))
+        await asyncio.to_thread(making.wait, 10)
+        consumer.cancel()  # the client went away
+        await asyncio.sleep(0.3)
+        waited = not consumer.done()
+        release.set()
+        with suppress(asyncio.CancelledError):
+            await consumer
+        pool.stop(5)
+        return waited, consumer.cancelled(), closed.is_set()
+
+    assert asyncio.run(scenario()) == (True, True, True)

@@ -52,7 +52,7 @@ _httpx_default.connect = _httpx_default.read = _httpx_default.write = _httpx_def
 #: others were done (simulated on CI's times: 2,896 s in collection order, 2,623 s longest first, the
 #: most three workers can do). Every other file keeps its place, after these.
 LONG_FILES = (
-    # make test-faults (three workers): the longest fault files first, so they run side by side
+    # make test-faults (two workers): the longest fault files first, so they run side by side
     "tests/faults/test_store_matrix_pull.py",
     "tests/faults/test_faults.py",
     "tests/integration/test_cli_fuzz.py",

@@ -47,7 +47,7 @@ def _asked_formats(capabilities: str) -> list[str]:
     return []
 
 
-def response_format(
+async def response_format(
     capabilities: Annotated[
         str | None,
         Header(
@@ -58,7 +58,8 @@ def response_format(
         ),
     ] = None,
 ) -> ResponseFormat:
-    """The format a table request asks for (400 when it names only formats this server does not know)."""
+    """The format a table request asks for (400 when it names only formats this server does not know);
+    async: a header parse, no reason to take a thread."""
     asked = _asked_formats(capabilities or "")
     if not asked or ResponseFormat.PARQUET in asked:
         return ResponseFormat.PARQUET

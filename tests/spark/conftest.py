@@ -24,10 +24,12 @@ CLUSTER_START_TIMEOUT = 90.0
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    with jvm_output(verbose=False):
+    with jvm_output(verbose=False) as log:
         session = spark_session("local[2]", "smart-transfer-tests")
     yield session
     session.stop()
+    if log is not None:  # the JVM's output, kept for a failing test's reader until here
+        log.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -92,15 +91,14 @@ class WorkerPool(ThreadPoolExecutor):
 
 
 def on_workers(route: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """A blocking route made a coroutine that runs it on the worker pool. FastAPI would
-    run it on Starlette's own thread pool, whose queue the overload guard does not see. The signature is
-    resolved against the route's module here, so that FastAPI reads the real parameter types."""
+    """A blocking route made a coroutine that runs it on the worker pool. FastAPI would run it on
+    Starlette's own thread pool, whose queue the overload guard does not see. FastAPI reads the
+    parameters through ``functools.wraps`` (``__wrapped__``), in the route's own module."""
 
     @functools.wraps(route)
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
         return await asyncio.to_thread(route, *args, **kwargs)
 
-    run.__signature__ = inspect.signature(route, eval_str=True)  # type: ignore[attr-defined]
     return run
 
 

@@ -89,7 +89,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, SmartTransferError):
         return _sdk_exit(exc), str(exc)
     if isinstance(exc, TransferRefused):
-        from smart_transfer.protocol.errors import REJECTIONS
+        from smart_transfer.protocol.codes import REJECTIONS
 
         return (EXIT_REJECTED if exc.code in REJECTIONS else EXIT_ERROR), f"transfer refused: {exc}"
     if isinstance(exc, TransferFailed):
@@ -98,7 +98,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
 
 
 def _sdk_exit(exc: SmartTransferError) -> int:
-    from smart_transfer.protocol.errors import ErrorCode
+    from smart_transfer.protocol.codes import ErrorCode
 
     if exc.rejected:
         return EXIT_REJECTED

@@ -33,7 +33,8 @@ from smart_transfer.errors import (
     sdk_errors,
 )
 from smart_transfer.model import DatasetName, InvalidDatasetName
-from smart_transfer.protocol.errors import BusyDetails, ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed

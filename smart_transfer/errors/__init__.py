@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from smart_transfer.model import InvalidDatasetName, ModelError
-from smart_transfer.protocol.errors import REJECTIONS, Details, ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import REJECTIONS, ErrorCode
 from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved, RepositoryError, WorkspaceNotFound
+
+if TYPE_CHECKING:
+    # Only annotations: a command that never meets a typed detail starts without pydantic.
+    from smart_transfer.protocol.errors import Details, ProtocolError
 
 
 class SmartTransferError(Exception):

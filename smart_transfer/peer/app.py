@@ -24,7 +24,7 @@ from aiohttp import web
 
 from smart_transfer.model import DatasetName, InvalidDatasetName, ModelError, Multihash, ObjectKind
 from smart_transfer.peer.settings import PEER_CHUNK_BYTES, PeerSettings
-from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode
+from smart_transfer.protocol.codes import HTTP_STATUS, ErrorCode
 from smart_transfer.repo.layout import object_key
 from smart_transfer.storage.base import check_key
 from smart_transfer.transfer.ratelimit import RateLimiter

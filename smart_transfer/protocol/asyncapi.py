@@ -17,6 +17,7 @@ from smart_transfer.model.pack import PACK_MAGIC
 from smart_transfer.model.schema import block_schemas, manifest_schemas
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
+from smart_transfer.protocol.codes import HTTP_STATUS, ErrorCode
 from smart_transfer.protocol.connection import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,
@@ -26,7 +27,7 @@ from smart_transfer.protocol.connection import (
     CLOSE_TRY_AGAIN_LATER,
     close_code_of,
 )
-from smart_transfer.protocol.errors import DETAILS, HTTP_STATUS, ErrorCode, NoDetails, details_model
+from smart_transfer.protocol.errors import DETAILS, NoDetails, details_model
 from smart_transfer.protocol.flows import FLOWS, Sender, messages_of
 from smart_transfer.protocol.messages import MessageType, name_of
 

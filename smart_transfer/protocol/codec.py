@@ -10,7 +10,8 @@ from typing import Annotated, Any, overload
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.protocol.flows import MESSAGES
 from smart_transfer.protocol.messages import Message, MetadataTarball, SessionMessage
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from smart_transfer.protocol import SUBPROTOCOL, codec
+from smart_transfer.protocol.codes import SERVER_FAULTS, ErrorCode
 from smart_transfer.protocol.errors import (
-    SERVER_FAULTS,
     Details,
-    ErrorCode,
     MessageTooLargeDetails,
     ProtocolError,
     UnexpectedMessageDetails,

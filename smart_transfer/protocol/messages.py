@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from smart_transfer.model import InvalidMultihash, Multihash, ObjectKind, ObjectRef
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol import MAX_PEERS
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.storage.base import PresignedRequest
 from smart_transfer.storage.parts import MAX_PARTS
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from smart_transfer.model import InvalidMultihash, ModelError, Multihash
 from smart_transfer.model.manifest import MAX_MANIFEST_BYTES
 from smart_transfer.model.pack import decode_pack, encode_pack, max_pack_bytes
-from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import InvalidBlocksDetails, ProtocolError
 
 #: Most blocks one tarball may carry.
 DEFAULT_MAX_BLOCKS = 1_000_000

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from smart_transfer.errors import LocalError, sdk_errors
 from smart_transfer.model.events import OFFSET_COLUMN
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
 from smart_transfer.repo.slices import ChainSlices, SliceEntry

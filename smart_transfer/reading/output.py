@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from smart_transfer.errors import LocalError
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 
 
 class OutputError(OSError):

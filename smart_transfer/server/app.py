@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 import smart_transfer
-from smart_transfer.protocol.errors import DETAILS, ErrorCode, NoDetails
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import DETAILS, NoDetails
 from smart_transfer.protocol.rest import ServerInfo
 from smart_transfer.repo import Repository
 from smart_transfer.server import rest_read, rest_write

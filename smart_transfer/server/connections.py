@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from smart_transfer.protocol.errors import CONNECTION_LIMIT_STATUS, HTTP_STATUS, BusyDetails, ErrorCode
+from smart_transfer.protocol.codes import CONNECTION_LIMIT_STATUS, HTTP_STATUS, ErrorCode
+from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.server.metrics import Metrics
 
 

@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from smart_transfer.model import InvalidDatasetName, InvalidMultihash, ModelError
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import (
     BusyDetails,
-    ErrorCode,
     MethodNotAllowedDetails,
     ProtocolError,
     RangeNotSatisfiableDetails,

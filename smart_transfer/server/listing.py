@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from smart_transfer.model import DatasetName, InvalidDatasetName
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.repo import Repository
 from smart_transfer.server.auth import Access, Grant
 

@@ -9,7 +9,8 @@ import time
 from typing import cast
 
 from smart_transfer.model import Multihash
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError, TooManyObjectsDetails
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError, TooManyObjectsDetails
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
     DatasetPullFollow,

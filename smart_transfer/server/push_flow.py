@@ -12,13 +12,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from smart_transfer.model import ChainTip, Multihash, ObjectRef
-from smart_transfer.protocol.errors import (
-    ErrorCode,
-    MessageTooLargeDetails,
-    ObjectDetails,
-    ProtocolError,
-    TooManyObjectsDetails,
-)
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import MessageTooLargeDetails, ObjectDetails, ProtocolError, TooManyObjectsDetails
 from smart_transfer.protocol.messages import (
     DatasetPushComplete,
     DatasetPushCompleteConfirmed,

@@ -12,7 +12,8 @@ from pydantic import BaseModel
 from smart_transfer.model import ObjectKind
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.model.names import DATASET_NAME_PATTERN, MAX_NAME_LENGTH
-from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode, details_model
+from smart_transfer.protocol.codes import HTTP_STATUS, ErrorCode
+from smart_transfer.protocol.errors import details_model
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.guard import Asking, admitted

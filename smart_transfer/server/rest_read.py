@@ -14,7 +14,8 @@ from fastapi.responses import PlainTextResponse, RedirectResponse, Response, Str
 
 from smart_transfer.model import Multihash, ObjectKind, ObjectRef
 from smart_transfer.model.multihash import HASH_PATTERN
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError, RangeNotSatisfiableDetails
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError, RangeNotSatisfiableDetails
 from smart_transfer.protocol.rest import BlockPosition, DatasetInfo, ObjectTotals
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository

@@ -16,12 +16,8 @@ from pydantic import BaseModel, Field
 
 from smart_transfer.model import ModelError, Multihash, ObjectKind, ObjectRef, decode_block
 from smart_transfer.model.block import MAX_BLOCK_BYTES
-from smart_transfer.protocol.errors import (
-    ErrorCode,
-    MessageTooLargeDetails,
-    ObjectDetails,
-    ProtocolError,
-)
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import MessageTooLargeDetails, ObjectDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.rest_common import (
     BINARY,

@@ -15,9 +15,11 @@ import uvicorn
 
 from smart_transfer.server.app import create_app
 from smart_transfer.server.connections import bounded_http_protocol
+from smart_transfer.server.exit_deadline import EXIT_DEADLINE, EXIT_MARGIN_SECONDS
 from smart_transfer.server.logs import configure_logging
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
+from smart_transfer.server.workers import WORKERS_STOP_SECONDS
 
 log = logging.getLogger("smart_transfer.server")
 #: Seconds the sessions ended at the end of the grace period get to send their Error and close.
@@ -48,9 +50,17 @@ class DrainingServer(uvicorn.Server):
             # seconds) nothing was accepted, so there is nothing to drain: uvicorn skips its main
             # loop and shuts down the moment start-up ends.
             self.should_exit = self.force_exit = True
+            EXIT_DEADLINE.arm(WORKERS_STOP_SECONDS + EXIT_MARGIN_SECONDS)
             return
+        EXIT_DEADLINE.arm(self.stop_seconds() + EXIT_MARGIN_SECONDS)
         self.state.begin_drain()
         self._loop.call_soon_threadsafe(self._start_drain)
+
+    def stop_seconds(self) -> float:
+        """The longest a drain and the shutdown after it take by their own bounds: the grace period,
+        ending the sessions left, uvicorn's wait for their connections, the worker pool's stop."""
+        grace = self.state.settings.shutdown_grace_seconds
+        return grace + END_SESSIONS_SECONDS + (self.config.timeout_graceful_shutdown or 0) + WORKERS_STOP_SECONDS
 
     def _start_drain(self) -> None:
         self._drain = asyncio.ensure_future(self.drain())
@@ -94,6 +104,18 @@ def serve(settings: ServerSettings) -> None:
     except OSError as exc:
         sock.close()
         raise OSError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}") from None
+    try:
+        _run(settings, sock)
+    finally:
+        # however serve ended (drained, interrupted while starting, failed), what is left of the way
+        # out (the interpreter joins thread pools without a bound) gets a deadline
+        EXIT_DEADLINE.arm(EXIT_MARGIN_SECONDS)
+        sock.close()
+    sys.stdout.flush()
+
+
+def _run(settings: ServerSettings, sock: socket.socket) -> None:
+    """Build the app on the bound socket and serve it until stopped."""
     sock.listen(2048)
     port = sock.getsockname()[1]
     configure_logging(settings.log_format, settings.error_log_rate)
@@ -117,9 +139,4 @@ def serve(settings: ServerSettings) -> None:
         forwarded_allow_ips=settings.forwarded_allow_ips,
         lifespan="on",
     )
-    server = DrainingServer(config, state)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
-    sys.stdout.flush()
+    DrainingServer(config, state).run(sockets=[sock])

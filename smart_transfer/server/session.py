@@ -9,8 +9,9 @@ from typing import TypeVar
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected, WebSocketState
 
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import DEFAULT_MAX_TEXT_BYTES, CloseFrame, Connection, negotiate_subprotocol
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.protocol.flows import Sender
 from smart_transfer.protocol.messages import Message, MetadataTarball
 from smart_transfer.server.auth import Grant

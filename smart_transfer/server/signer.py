@@ -11,7 +11,8 @@ Which uploads a push may ask for at all (the objects its blocks reference) is th
 from __future__ import annotations
 
 from smart_transfer.model import Multihash, ObjectKind, ObjectRef
-from smart_transfer.protocol.errors import ErrorCode, ObjectDetails, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ObjectDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.storage import PresignedRequest

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import PeerError
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import as_protocol_error

@@ -9,7 +9,8 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.repo import Repository
 from smart_transfer.server.announce import PeerBook
 from smart_transfer.server.auth import Authorizer, Grant

@@ -10,13 +10,8 @@ from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, vali
 from smart_transfer.model.errors import ChainRuleViolation
 from smart_transfer.model.events import Seed
 from smart_transfer.model.multihash import hash_text
-from smart_transfer.protocol.errors import (
-    DivergedDetails,
-    ErrorCode,
-    InvalidHeadDetails,
-    ProtocolError,
-    SeedMismatchDetails,
-)
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import DivergedDetails, InvalidHeadDetails, ProtocolError, SeedMismatchDetails
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.bundle import invalid_block
 

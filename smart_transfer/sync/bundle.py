@@ -11,7 +11,8 @@ from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectKind, Ob
 from smart_transfer.model.bulk import collector_paused
 from smart_transfer.model.manifest import CheckpointManifest, MissingPage, PageSource, decode_manifest, no_pages
 from smart_transfer.model.manifest_delta import files_listed, pages_to_send
-from smart_transfer.protocol.errors import ErrorCode, InvalidBlocksDetails, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import InvalidBlocksDetails, ProtocolError
 from smart_transfer.protocol.tarball import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_EXPANDED_BYTES, pack_blocks, unpack_blocks
 from smart_transfer.storage.digest import bytes_mismatch
 

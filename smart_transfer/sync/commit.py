@@ -13,12 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.walk import walk_chain
-from smart_transfer.protocol.errors import (
-    ErrorCode,
-    InvalidHeadDetails,
-    ProtocolError,
-    UploadInvalidDetails,
-)
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import InvalidHeadDetails, ProtocolError, UploadInvalidDetails
 from smart_transfer.repo import HeadMoved
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository

@@ -8,7 +8,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.protocol.messages import ObjectFile
 from smart_transfer.storage import MultipartRefused, NoSuchUpload, ObjectStore, UploadedPart
 from smart_transfer.storage.base import stored_as_promised

@@ -9,7 +9,8 @@ from smart_transfer.model import ChainTip, Multihash, ObjectRef, committed_refs
 from smart_transfer.model.bulk import collector_paused
 from smart_transfer.model.manifest_delta import pages_to_send
 from smart_transfer.model.objects import with_files
-from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, InvalidIntervalDetails, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import DivergedDetails, InvalidIntervalDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import last_common
 from smart_transfer.sync.pages import held_pages

@@ -3,7 +3,7 @@ so the CLI can name them without loading one)."""
 
 from __future__ import annotations
 
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 
 
 class TransferFailed(Exception):

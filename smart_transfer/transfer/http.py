@@ -20,7 +20,7 @@ import orjson
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
-from smart_transfer.protocol.errors import RETRYABLE, ErrorCode
+from smart_transfer.protocol.codes import RETRYABLE, ErrorCode
 from smart_transfer.protocol.messages import HttpRequest
 from smart_transfer.storage.digest import content_mismatch
 from smart_transfer.transfer.backoff import backoff_delay

@@ -20,8 +20,8 @@ from websockets.typing import Subprotocol
 
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol import messages as m
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import CLOSE_NORMAL, Connection, PeerError
-from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.flows import Phase, Sender
 from tests.conftest import (
     CLI,

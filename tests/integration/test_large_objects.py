@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from smart_transfer.client import RemoteError, SyncClient
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.messages import MultipartUpload
 from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.digest import digest_file, multipart_etag, part_md5s

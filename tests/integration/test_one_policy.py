@@ -24,7 +24,7 @@ import orjson
 import pytest
 from requests import HTTPError
 
-from smart_transfer.protocol.errors import HTTP_STATUS, ErrorCode
+from smart_transfer.protocol.codes import HTTP_STATUS, ErrorCode
 from tests.conftest import CLI, ServerProcess, free_port, run_cli, start_server, summary
 from tests.integration.test_security import error_of, token, ws
 from tests.slices import add_slices

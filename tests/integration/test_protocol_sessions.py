@@ -16,8 +16,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from smart_transfer.client.transports.websocket import ClientSession, RemoteError
 from smart_transfer.protocol import SUBPROTOCOL
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import close_code_of
-from smart_transfer.protocol.errors import ErrorCode
 from smart_transfer.protocol.messages import (
     DatasetPushComplete,
     DatasetPushCompleteConfirmed,

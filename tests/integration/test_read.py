@@ -18,7 +18,7 @@ import pytest
 
 from smart_transfer.cli.commands.data import parse_range
 from smart_transfer.client import LocalError, SyncClient, open_dataset
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from tests.conftest import CLI, ServerProcess, run_cli, summary
 from tests.integration.test_resume_and_expiry import SLOW_RATE, kill_when
 from tests.slices import add_slices

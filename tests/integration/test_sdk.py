@@ -11,7 +11,7 @@ from smart_transfer.client import ClientOptions, DivergedError, ProgressUpdate, 
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.simple import SimpleTransport
 from smart_transfer.config import SettingError
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from tests.conftest import ServerProcess, make_files, run_cli
 
 

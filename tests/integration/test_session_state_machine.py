@@ -35,8 +35,9 @@ from smart_transfer.model import Multihash, NewBlock
 from smart_transfer.model.objects import referenced_objects
 from smart_transfer.protocol import SUBPROTOCOL, codec
 from smart_transfer.protocol import messages as m
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import CLOSE_NORMAL, Connection, PeerError, close_code_of
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError, details_model
+from smart_transfer.protocol.errors import ProtocolError, details_model
 from smart_transfer.protocol.flows import FLOWS, Phase, Sender
 from smart_transfer.protocol.tarball import pack_blocks, unpack_blocks
 from smart_transfer.repo import Workspace

@@ -18,7 +18,7 @@ from websockets.http11 import Request
 from smart_transfer.client.transports.websocket import ClientSession
 from smart_transfer.errors import LocalError
 from smart_transfer.protocol import SUBPROTOCOL
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 
 CONNECT_TIMEOUT = 0.3
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from smart_transfer.client import LocalError, open_dataset
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from tests.conftest import ROOT
 from tests.slices import add_slices
 

@@ -15,6 +15,7 @@ from smart_transfer.model import Multihash
 from smart_transfer.model.pack import encode_pack
 from smart_transfer.protocol import codec
 from smart_transfer.protocol import messages as m
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_MESSAGE_TOO_BIG,
@@ -24,7 +25,7 @@ from smart_transfer.protocol.connection import (
     Connection,
     PeerError,
 )
-from smart_transfer.protocol.errors import ErrorCode, MessageTooLargeDetails, ProtocolError, UnexpectedMessageDetails
+from smart_transfer.protocol.errors import MessageTooLargeDetails, ProtocolError, UnexpectedMessageDetails
 from smart_transfer.protocol.flows import FLOWS, MESSAGES, Phase, Sender, messages_of
 from smart_transfer.protocol.tarball import unpack_blocks
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from smart_transfer.model import AddData, DataSlice, Multihash, ObjectKind, ObjectRef, OffsetInterval
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.repo import Repository
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.server.signer import Signer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from smart_transfer.protocol.errors import CONNECTION_LIMIT_STATUS, HTTP_STATUS, ErrorCode, code_of_status
+from smart_transfer.protocol.codes import CONNECTION_LIMIT_STATUS, HTTP_STATUS, ErrorCode, code_of_status
 
 
 def test_every_status_maps_back_to_a_code_with_that_status() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from smart_transfer.client.flows.moving import TransferSummary
 from smart_transfer.errors import SmartTransferError
-from smart_transfer.protocol.errors import RETRYABLE
+from smart_transfer.protocol.codes import RETRYABLE
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed
 

@@ -31,7 +31,8 @@ from smart_transfer.model.bulk import thaw
 from smart_transfer.model.manifest import CheckpointManifest, pages_wanted
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.objects import with_files
-from smart_transfer.protocol.errors import DivergedDetails, ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import DivergedDetails, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository

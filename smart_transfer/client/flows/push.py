@@ -26,7 +26,8 @@ from smart_transfer.client.transports.base import LocalChain, PushStart, Transpo
 from smart_transfer.errors import DivergedError, SmartTransferError
 from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
-from smart_transfer.protocol.errors import ErrorCode, InvalidHeadDetails
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import InvalidHeadDetails
 from smart_transfer.protocol.messages import MultipartUpload, ObjectFile, TransferPlan
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository

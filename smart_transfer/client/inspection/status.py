@@ -27,7 +27,7 @@ from smart_transfer.client.remote import RemoteDataset, RemoteServer
 from smart_transfer.client.transports.simple import RestClient, RestSession
 from smart_transfer.errors import LocalError, RemoteError
 from smart_transfer.model import ChainTip, Multihash
-from smart_transfer.protocol.errors import ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.rest import DatasetInfo, ServerInfo
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.transfer.aio import make_session

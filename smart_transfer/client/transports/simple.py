@@ -31,7 +31,8 @@ from smart_transfer.model.manifest import PageSource, pages_wanted
 from smart_transfer.model.manifest_pages import MAX_LEVEL
 from smart_transfer.model.walk import walk_chain_async
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, authorization
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError, code_of_status, parse_details
+from smart_transfer.protocol.codes import ErrorCode, code_of_status
+from smart_transfer.protocol.errors import ProtocolError, parse_details
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPlan
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head

@@ -23,7 +23,8 @@ from smart_transfer.client.transports.websocket import ClientSession
 from smart_transfer.errors import LocalError, SmartTransferError, from_protocol
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import hash_text
-from smart_transfer.protocol.errors import ErrorCode, ProtocolError
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.protocol.messages import (
     DatasetPullComplete,
     DatasetPullFollow,

@@ -15,8 +15,9 @@ from smart_transfer.client.options import DEFAULT_ANSWER_TIMEOUT
 from smart_transfer.client.remote import redact
 from smart_transfer.errors import LocalError, RemoteError, SmartTransferError, from_protocol
 from smart_transfer.protocol import SUBPROTOCOL, authorization
+from smart_transfer.protocol.codes import ErrorCode, code_of_status
 from smart_transfer.protocol.connection import Connection, PeerError
-from smart_transfer.protocol.errors import BusyDetails, ErrorCode, ProtocolError, code_of_status
+from smart_transfer.protocol.errors import BusyDetails, ProtocolError
 from smart_transfer.protocol.flows import Sender
 from smart_transfer.protocol.messages import Message, MetadataTarball, Progress
 from smart_transfer.transfer.limits import DEFAULT_CONNECT_TIMEOUT

@@ -9,7 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from smart_transfer.protocol.errors import BusyDetails, ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.server.errors import as_protocol_error
 
 #: The protocol's error codes by HTTP status (those the reference server uses).

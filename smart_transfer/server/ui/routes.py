@@ -13,7 +13,8 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
-from smart_transfer.protocol.errors import BusyDetails, ErrorCode
+from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.repo.compare import VersionComparison
 from smart_transfer.server.auth import Access, AuthError
 from smart_transfer.server.errors import as_protocol_error

@@ -45,16 +45,28 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # (not uvicorn's: it would re-raise the signal after the drain; a drained server exits 0)
-        if self.state.draining or not self.started or self._loop is None:
-            # A second signal: stop now. Before start-up has finished (a busy machine can take
-            # seconds) nothing was accepted, so there is nothing to drain: uvicorn skips its main
-            # loop and shuts down the moment start-up ends.
+        if not self.started or self._loop is None:
+            # Before start-up has finished (a busy machine can take seconds) nothing was accepted, so
+            # there is nothing to drain: uvicorn skips its main loop and shuts down the moment start-up
+            # ends. Not forced: a forced shutdown skips the lifespan's end (the worker pool's bounded
+            # stop, the index's close), and asyncio then cancels it, which uvicorn logs as a traceback.
+            self.should_exit = True
+            EXIT_DEADLINE.arm(WORKERS_STOP_SECONDS + EXIT_MARGIN_SECONDS)
+            return
+        if self.state.draining:  # a second signal: stop now
             self.should_exit = self.force_exit = True
             EXIT_DEADLINE.arm(WORKERS_STOP_SECONDS + EXIT_MARGIN_SECONDS)
             return
         EXIT_DEADLINE.arm(self.stop_seconds() + EXIT_MARGIN_SECONDS)
         self.state.begin_drain()
         self._loop.call_soon_threadsafe(self._start_drain)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        if self.force_exit:
+            # uvicorn skips the lifespan's end on a forced stop, and asyncio would then cancel it
+            # (which uvicorn logs as a traceback); its end (the worker pool's stop) is bounded
+            await self.lifespan.shutdown()
 
     def stop_seconds(self) -> float:
         """The longest a drain and the shutdown after it take by their own bounds: the grace period,

@@ -41,6 +41,8 @@ FAULTS_EXAMPLES = int(os.environ.get("SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES", 
 #: Seconds a run may take (a hang is a failure), and how long a server command is left running.
 RUN_TIMEOUT = 90.0
 SERVER_RUN_SECONDS = 3.0
+#: Seconds a server may take to stop after SIGINT (its own exit deadline is shorter).
+STOP_TIMEOUT = 30.0
 LONG_RUNNING = {("serve",), ("peer", "serve")}
 #: Options not fuzzed: binding a server beyond loopback would break the workplace's network rule.
 NOT_FUZZED = {"--host", "--help", "-h", "--verbose", "--follow"}
@@ -221,15 +223,22 @@ def _invocation(draw: st.DrawFn, box: Sandbox, path: tuple[str, ...]) -> list[st
 
 
 def _run(box: Sandbox, argv: list[str]) -> tuple[int | None, str]:
+    # PYTHONFAULTHANDLER: a server that does not stop is sent SIGABRT, and its threads' stacks say why
+    env = {**box.env(), "PYTHONFAULTHANDLER": "1"}
     process = subprocess.Popen(
-        [*CLI, *argv], cwd=box.cwd, env=box.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*CLI, *argv], cwd=box.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     long_running = tuple(argv[:2]) in LONG_RUNNING or tuple(argv[:1]) in LONG_RUNNING
     try:
         _, err = process.communicate(timeout=SERVER_RUN_SECONDS if long_running else RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGINT if long_running else signal.SIGKILL)
-        _, err = process.communicate(timeout=30)
+        try:
+            _, err = process.communicate(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, err = process.communicate(timeout=STOP_TIMEOUT)
+            pytest.fail(f"{argv} did not stop within {STOP_TIMEOUT} s of SIGINT; its stacks:\n{err[-6000:]}")
         if not long_running:
             pytest.fail(f"{argv} did not end within {RUN_TIMEOUT} s")
         return None, err

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
+from smart_transfer.storage.base import ObjectInfo
 from smart_transfer.storage.digest import md5_hex_from_base64
 from smart_transfer.storage.errors import MultipartRefused, NoSuchUpload, PresignRefused
 from smart_transfer.storage.local import LocalStore
@@ -67,6 +68,16 @@ def _sent_bytes(request: Request, size: int) -> int:
         return size
 
 
+def _object_answer(store: LocalStore, key: str, info: ObjectInfo, request: Request) -> Response:
+    """A GET's or HEAD's answer: small whole objects from memory, the rest (and ranges) from the file."""
+    headers = {"ETag": f'"{info.etag}"', "Accept-Ranges": "bytes"}
+    if request.method == "GET" and info.size <= INLINE_READ_BYTES and "range" not in request.headers:
+        inline = _read_whole(store, key, info.size)
+        if inline is not None:
+            return Response(inline, headers=headers, media_type=OCTET_STREAM)
+    return FileResponse(store.path_of(key), headers=headers, media_type=OCTET_STREAM)
+
+
 def _read_whole(store: LocalStore, key: str, size: int) -> bytes | None:
     """A small object's bytes, read here on the route's thread (None: it changed or went away since its
     HEAD, so the file answer says what is there now)."""
@@ -104,14 +115,9 @@ def store_router(store: LocalStore, max_object_bytes: int, count_bytes: Callable
         info = store.head(key)
         if info is None:
             return error_response(404, "NoSuchKey", f"object not found: {key}")
-        headers = {"ETag": f'"{info.etag}"', "Accept-Ranges": "bytes"}
         if request.method == "GET":
             count_bytes(_sent_bytes(request, info.size))
-            if info.size <= INLINE_READ_BYTES and "range" not in request.headers:
-                inline = _read_whole(store, key, info.size)
-                if inline is not None:
-                    return Response(inline, headers=headers, media_type=OCTET_STREAM)
-        return FileResponse(store.path_of(key), headers=headers, media_type=OCTET_STREAM)
+        return _object_answer(store, key, info, request)
 
     @router.put(path)
     async def write_object(key: str, request: Request) -> Response:

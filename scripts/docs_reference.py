@@ -22,9 +22,10 @@ from smart_transfer.cli.main import build_parser
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.config import declarations, environment_name, markdown_table
 from smart_transfer.peer.settings import PeerSettings
-from smart_transfer.protocol import errors as protocol_errors
+from smart_transfer.protocol import codes as error_codes
 from smart_transfer.protocol.asyncapi import CLOSE_CODES
 from smart_transfer.protocol.connection import close_code_of
+from smart_transfer.protocol.errors import details_model
 from smart_transfer.protocol.flows import FLOWS, Table
 from smart_transfer.server.settings import ENV_PREFIX, ServerSettings
 
@@ -176,7 +177,7 @@ def settings_page() -> str:
 
 def errors_page() -> str:
     """Exit codes, and every error code with its HTTP status, close code, retry and exit."""
-    e = protocol_errors
+    e = error_codes
     lines = [
         "# Exit and error codes",
         "",
@@ -203,7 +204,7 @@ def errors_page() -> str:
     ]
     for code in e.ErrorCode:
         close = close_code_of(code)
-        details = e.details_model(code).__name__
+        details = details_model(code).__name__
         exit_code = 3 if code in e.REJECTIONS else 1
         retry = "yes" if code in e.RETRYABLE else ""
         lines.append(f"| `{code.value}` | {e.HTTP_STATUS[code]} | {close} | `{details}` | {retry} | {exit_code} |")

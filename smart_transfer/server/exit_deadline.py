@@ -35,25 +35,25 @@ class ExitDeadline:
         """Whether a deadline is set."""
         return self._at is not None
 
-    def arm(self, seconds: float) -> None:
+    def arm(self, seconds: float, waiting_for: str) -> None:
         """End the process ``seconds`` from now unless it has exited by then (or an earlier deadline
-        is already set)."""
+        is already set); the line it then writes says it was ``waiting_for`` something."""
         at = time.monotonic() + seconds
         if self._at is not None and self._at <= at:
             return
         self._at = at
-        timer = threading.Timer(seconds, self._expire, args=(seconds,))
+        line = f"smart-transfer: error: {waiting_for} took over {seconds:g} s; exiting\n"
+        timer = threading.Timer(seconds, _expire, args=(line,))
         timer.daemon = True  # never what keeps the process alive
         timer.name = "exit-deadline"
         timer.start()
 
-    @staticmethod
-    def _expire(seconds: float) -> None:
-        message = f"smart-transfer: error: the server did not stop within {seconds:g} s of being told to; exiting\n"
-        try:
-            os.write(2, message.encode())
-        finally:
-            os._exit(EXIT_STATUS)
+
+def _expire(line: str) -> None:
+    try:
+        os.write(2, line.encode())
+    finally:
+        os._exit(EXIT_STATUS)
 
 
 #: The one deadline of this process.

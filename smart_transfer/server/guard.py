@@ -3,7 +3,7 @@ writes, Delta Sharing, the web view and the protected operations routes): the se
 credentials name a known token, its grant covers the dataset asked for, and the request takes one
 concurrency slot while it runs. The guard only decides, by raising (ProtocolError ShuttingDown,
 AuthError 401/403, Busy); each face renders that decision in its own shape through the one error map
-(``server.errors.as_protocol_error`` and ``protocol.errors.HTTP_STATUS``)."""
+(``server.errors.as_protocol_error`` and ``protocol.codes.HTTP_STATUS``)."""
 
 from __future__ import annotations
 

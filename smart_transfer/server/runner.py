@@ -15,7 +15,7 @@ import uvicorn
 
 from smart_transfer.server.app import create_app
 from smart_transfer.server.connections import bounded_http_protocol
-from smart_transfer.server.exit_deadline import EXIT_DEADLINE, EXIT_MARGIN_SECONDS
+from smart_transfer.server.exit_deadline import EXIT_DEADLINE, EXIT_MARGIN_SECONDS, ExitDeadline
 from smart_transfer.server.logs import configure_logging
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
@@ -31,11 +31,15 @@ DRAIN_POLL_SECONDS = 0.05
 
 
 class DrainingServer(uvicorn.Server):
-    """uvicorn's server, with a drain on the first SIGTERM/SIGINT instead of closing at once."""
+    """uvicorn's server, with a drain on the first SIGTERM/SIGINT instead of closing at once.
 
-    def __init__(self, config: uvicorn.Config, state: ServerState) -> None:
+    ``deadline``, when given, is armed whenever a stop begins, with the sum of that stop's own bounds
+    (the process's own ``EXIT_DEADLINE`` when serving; none in tests that run a server in-process)."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState, deadline: ExitDeadline | None = None) -> None:
         super().__init__(config)
         self.state = state
+        self.deadline = deadline
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Task[None] | None = None
 
@@ -48,31 +52,43 @@ class DrainingServer(uvicorn.Server):
         if not self.started or self._loop is None:
             # Before start-up has finished (a busy machine can take seconds) nothing was accepted, so
             # there is nothing to drain: uvicorn skips its main loop and shuts down the moment start-up
-            # ends. Not forced: a forced shutdown skips the lifespan's end (the worker pool's bounded
-            # stop, the index's close), and asyncio then cancels it, which uvicorn logs as a traceback.
+            # ends (what it accepts meanwhile is answered ShuttingDown). Not forced: a forced shutdown
+            # skips the lifespan's end (the worker pool's bounded stop, the index's close), and asyncio
+            # then cancels it, which uvicorn logs as a traceback.
             self.should_exit = True
-            EXIT_DEADLINE.arm(WORKERS_STOP_SECONDS + EXIT_MARGIN_SECONDS)
+            self.state.begin_drain()
+            self._arm(self._connections_seconds() + WORKERS_STOP_SECONDS, "a stop during start-up")
             return
         if self.state.draining:  # a second signal: stop now
             self.should_exit = self.force_exit = True
-            EXIT_DEADLINE.arm(WORKERS_STOP_SECONDS + EXIT_MARGIN_SECONDS)
+            self._arm(END_SESSIONS_SECONDS + WORKERS_STOP_SECONDS, "a stop after a second signal")
             return
-        EXIT_DEADLINE.arm(self.stop_seconds() + EXIT_MARGIN_SECONDS)
+        self._arm(self.stop_seconds(), "the stop")
         self.state.begin_drain()
         self._loop.call_soon_threadsafe(self._start_drain)
 
+    def _arm(self, seconds: float, waiting_for: str) -> None:
+        if self.deadline is not None:
+            self.deadline.arm(seconds + EXIT_MARGIN_SECONDS, waiting_for)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets)
-        if self.force_exit:
+        if self.force_exit and not _lifespan_ended(self.lifespan):
             # uvicorn skips the lifespan's end on a forced stop, and asyncio would then cancel it
-            # (which uvicorn logs as a traceback); its end (the worker pool's stop) is bounded
+            # (which uvicorn logs as a traceback). The sessions end first (ShuttingDown), so none is
+            # left using the index when the lifespan closes it; both waits are bounded.
+            self.state.end_sessions()
+            await self._until_idle(END_SESSIONS_SECONDS)
             await self.lifespan.shutdown()
+
+    def _connections_seconds(self) -> float:
+        return float(self.config.timeout_graceful_shutdown or 0)
 
     def stop_seconds(self) -> float:
         """The longest a drain and the shutdown after it take by their own bounds: the grace period,
         ending the sessions left, uvicorn's wait for their connections, the worker pool's stop."""
         grace = self.state.settings.shutdown_grace_seconds
-        return grace + END_SESSIONS_SECONDS + (self.config.timeout_graceful_shutdown or 0) + WORKERS_STOP_SECONDS
+        return grace + END_SESSIONS_SECONDS + self._connections_seconds() + WORKERS_STOP_SECONDS
 
     def _start_drain(self) -> None:
         self._drain = asyncio.ensure_future(self.drain())
@@ -95,15 +111,23 @@ class DrainingServer(uvicorn.Server):
             server.close()  # stop accepting: a balancer's next connect goes to another replica
         # Kept-alive connections stay open: requests on them are answered ShuttingDown (Connection:
         # close), except the embedded store's, which running sessions still need.
-        deadline = time.monotonic() + grace
-        while self._busy() and time.monotonic() < deadline:
-            await asyncio.sleep(DRAIN_POLL_SECONDS)
+        await self._until_idle(grace)
         if self._busy():
             log.warning("grace period over: ending %d running session(s)", self.state.sessions.active)
             self.state.end_sessions()
-            deadline = time.monotonic() + END_SESSIONS_SECONDS
-            while self._busy() and time.monotonic() < deadline:
-                await asyncio.sleep(DRAIN_POLL_SECONDS)
+            await self._until_idle(END_SESSIONS_SECONDS)
+
+    async def _until_idle(self, seconds: float) -> None:
+        """Wait until no session or request runs, for at most ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while self._busy() and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_POLL_SECONDS)
+
+
+def _lifespan_ended(lifespan: object) -> bool:
+    """Whether uvicorn's lifespan has already run its end (so it is not asked twice)."""
+    ended = getattr(lifespan, "shutdown_event", None)
+    return isinstance(ended, asyncio.Event) and ended.is_set()
 
 
 def serve(settings: ServerSettings) -> None:
@@ -121,7 +145,7 @@ def serve(settings: ServerSettings) -> None:
     finally:
         # however serve ended (drained, interrupted while starting, failed), what is left of the way
         # out (the interpreter joins thread pools without a bound) gets a deadline
-        EXIT_DEADLINE.arm(EXIT_MARGIN_SECONDS)
+        EXIT_DEADLINE.arm(EXIT_MARGIN_SECONDS, "the way out after serving")
         sock.close()
     sys.stdout.flush()
 
@@ -151,4 +175,4 @@ def _run(settings: ServerSettings, sock: socket.socket) -> None:
         forwarded_allow_ips=settings.forwarded_allow_ips,
         lifespan="on",
     )
-    DrainingServer(config, state).run(sockets=[sock])
+    DrainingServer(config, state, EXIT_DEADLINE).run(sockets=[sock])

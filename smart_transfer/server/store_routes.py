@@ -9,6 +9,7 @@ writes that part (S3's UploadPart); GETs answer ``Range`` requests (206) like S3
 from __future__ import annotations
 
 from collections.abc import Callable
+from email.utils import formatdate
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -71,21 +72,16 @@ def _sent_bytes(request: Request, size: int) -> int:
 def _object_answer(store: LocalStore, key: str, info: ObjectInfo, request: Request) -> Response:
     """A GET's or HEAD's answer: small whole objects from memory, the rest (and ranges) from the file."""
     headers = {"ETag": f'"{info.etag}"', "Accept-Ranges": "bytes"}
+    if info.modified:
+        headers["Last-Modified"] = formatdate(info.modified, usegmt=True)
     if request.method == "GET" and info.size <= INLINE_READ_BYTES and "range" not in request.headers:
-        inline = _read_whole(store, key, info.size)
-        if inline is not None:
+        try:
+            inline = store.path_of(key).read_bytes()
+        except FileNotFoundError:  # gone since its HEAD (gc)
+            return error_response(404, "NoSuchKey", f"object not found: {key}")
+        if len(inline) == info.size:  # else it changed since its HEAD: the file answer says what is there
             return Response(inline, headers=headers, media_type=OCTET_STREAM)
     return FileResponse(store.path_of(key), headers=headers, media_type=OCTET_STREAM)
-
-
-def _read_whole(store: LocalStore, key: str, size: int) -> bytes | None:
-    """A small object's bytes, read here on the route's thread (None: it changed or went away since its
-    HEAD, so the file answer says what is there now)."""
-    try:
-        data = store.path_of(key).read_bytes()
-    except OSError:
-        return None
-    return data if len(data) == size else None
 
 
 def _writer(store: LocalStore, key: str, grant: Grant, max_object_bytes: int) -> ObjectWriter | JSONResponse:

@@ -15,9 +15,13 @@ import asyncio, os, signal, socket, sys, threading, time, types
 from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
+import smart_transfer.server.runner as runner
+from smart_transfer.server.exit_deadline import EXIT_DEADLINE
 from smart_transfer.server.runner import DrainingServer
 
 case = sys.argv[1]
+if case == "stuck":  # small bounds, so the deadline comes soon
+    runner.END_SESSIONS_SECONDS = runner.WORKERS_STOP_SECONDS = runner.EXIT_MARGIN_SECONDS = 0.5
 
 @asynccontextmanager
 async def lifespan(app):
@@ -25,19 +29,23 @@ async def lifespan(app):
         os.kill(os.getpid(), signal.SIGINT)
         await asyncio.sleep(0.3)
     yield
+    if case == "stuck":
+        time.sleep(120)  # a stop stuck where nothing bounds it
     print("lifespan ended", flush=True)
 
 state = types.SimpleNamespace(
     draining=False,
-    settings=types.SimpleNamespace(shutdown_grace_seconds=60.0),
-    sessions=types.SimpleNamespace(active=1),  # a session that would outlast the grace period
+    settings=types.SimpleNamespace(shutdown_grace_seconds=0.0 if case == "stuck" else 60.0),
+    # a session that would outlast the grace period (none when stuck: that stop is at once)
+    sessions=types.SimpleNamespace(active=0 if case == "stuck" else 1),
     requests=types.SimpleNamespace(active=0),
     end_sessions=lambda: None,
 )
 state.begin_drain = lambda: setattr(state, "draining", True)
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
-server = DrainingServer(uvicorn.Config(FastAPI(lifespan=lifespan), lifespan="on", log_config=None), state)
+config = uvicorn.Config(FastAPI(lifespan=lifespan), lifespan="on", log_config=None, timeout_graceful_shutdown=1)
+server = DrainingServer(config, state, EXIT_DEADLINE)
 
 def twice():
     while not server.started:
@@ -48,8 +56,15 @@ def twice():
     time.sleep(0.2)
     os.kill(os.getpid(), signal.SIGINT)  # stop now
 
+def once():
+    while not server.started:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+
 if case == "twice":
     threading.Thread(target=twice, daemon=True).start()
+if case == "stuck":
+    threading.Thread(target=once, daemon=True).start()
 server.run(sockets=[sock])
 print("stopped", flush=True)
 """
@@ -69,9 +84,18 @@ def test_ctrl_c_during_start_up_ends_the_lifespan_without_a_traceback() -> None:
     assert elapsed < 30, elapsed
 
 
-def test_a_second_ctrl_c_stops_a_drain_at_once_and_still_ends_the_lifespan() -> None:
+def test_a_second_ctrl_c_cuts_a_drain_short_and_still_ends_the_lifespan() -> None:
     done, elapsed = _stop("twice")
     assert done.returncode == 0, done
     assert done.stdout.splitlines() == ["lifespan ended", "stopped"], done
     assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr
     assert elapsed < 30, elapsed  # not the 60 s grace period
+
+
+def test_a_stop_stuck_past_its_bounds_ends_at_the_deadline_with_one_line() -> None:
+    done, elapsed = _stop("stuck")
+    assert done.returncode == 1, done
+    assert done.stdout.splitlines() == [], done  # neither the lifespan's end nor serve's return came
+    # grace 0 + sessions 0.5 + connections 1 + workers 0.5 + margin 0.5
+    assert done.stderr.splitlines()[-1] == "smart-transfer: error: the stop took over 2.5 s; exiting", done.stderr
+    assert elapsed < 60, elapsed  # not the stuck 120 s

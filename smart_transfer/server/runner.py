@@ -5,10 +5,14 @@ up to the grace period, end the rest with ShuttingDown, exit. A second signal ex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from types import FrameType
 
 import uvicorn
@@ -124,6 +128,27 @@ class DrainingServer(uvicorn.Server):
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
 
+#: The signals that stop the server (uvicorn's own list).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signals_to(server: DrainingServer) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``server``'s handler from before its event loop starts. Otherwise
+    ``asyncio.run`` installs its own SIGINT handler first, and a Ctrl-C landing before uvicorn's (a busy
+    machine's start-up) cancels the start-up instead of stopping the server: a fault run once left a
+    server running, its Ctrl-C spent. Only the main thread may set handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _lifespan_ended(lifespan: object) -> bool:
     """Whether uvicorn's lifespan has already run its end (so it is not asked twice)."""
     ended = getattr(lifespan, "shutdown_event", None)
@@ -175,4 +200,6 @@ def _run(settings: ServerSettings, sock: socket.socket) -> None:
         forwarded_allow_ips=settings.forwarded_allow_ips,
         lifespan="on",
     )
-    DrainingServer(config, state, EXIT_DEADLINE).run(sockets=[sock])
+    server = DrainingServer(config, state, EXIT_DEADLINE)
+    with signals_to(server):
+        server.run(sockets=[sock])

@@ -11,13 +11,13 @@ import time
 #: The app's lifespan start-up signals its own process (Ctrl-C landing while a busy machine starts the
 #: server), then takes a while longer; a running session keeps the drain waiting.
 SCRIPT = """
-import asyncio, os, signal, socket, sys, threading, time, types
+import asyncio, contextlib, os, signal, socket, sys, threading, time, types
 from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 import smart_transfer.server.runner as runner
 from smart_transfer.server.exit_deadline import EXIT_DEADLINE
-from smart_transfer.server.runner import DrainingServer
+from smart_transfer.server.runner import DrainingServer, signals_to
 
 case = sys.argv[1]
 if case == "stuck":  # small bounds, so the deadline comes soon
@@ -61,11 +61,22 @@ def once():
         time.sleep(0.01)
     os.kill(os.getpid(), signal.SIGINT)
 
+if case == "early":  # Ctrl-C inside asyncio.run, before uvicorn's own handlers are set
+    original = DrainingServer.capture_signals
+
+    @contextlib.contextmanager
+    def late(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        with original(self):
+            yield
+
+    DrainingServer.capture_signals = late
 if case == "twice":
     threading.Thread(target=twice, daemon=True).start()
 if case == "stuck":
     threading.Thread(target=once, daemon=True).start()
-server.run(sockets=[sock])
+with signals_to(server):
+    server.run(sockets=[sock])
 print("stopped", flush=True)
 """
 
@@ -78,6 +89,14 @@ def _stop(case: str) -> tuple[subprocess.CompletedProcess[str], float]:
 
 def test_ctrl_c_during_start_up_ends_the_lifespan_without_a_traceback() -> None:
     done, elapsed = _stop("starting")
+    assert done.returncode == 0, done
+    assert done.stdout.splitlines() == ["lifespan ended", "stopped"], done
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr
+    assert elapsed < 30, elapsed
+
+
+def test_ctrl_c_before_uvicorns_handlers_stops_the_server_too() -> None:
+    done, elapsed = _stop("early")
     assert done.returncode == 0, done
     assert done.stdout.splitlines() == ["lifespan ended", "stopped"], done
     assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr

@@ -1,6 +1,7 @@
-"""Run the server: bind first (so ``--port 0`` works and the URL is known), then serve with uvicorn
+"""Run the server: bind first (so the URL is known before the app is built), then serve with uvicorn
 until SIGTERM or SIGINT, then drain: stop accepting, let running sessions and requests finish for
-up to the grace period, end the rest with ShuttingDown, exit. A second signal exits at once."""
+up to the grace period, end the rest with ShuttingDown, exit. A second signal cuts the drain short
+(the sessions end with ShuttingDown at once); every stop ends by the process's exit deadline."""
 
 from __future__ import annotations
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smart_transfer.model import InvalidDatasetName, ModelError
 from smart_transfer.protocol.codes import REJECTIONS, ErrorCode
+from smart_transfer.protocol.errors import Details, ProtocolError, details_json
 from smart_transfer.repo.errors import CorruptRepository, DatasetNotFound, HeadMoved, RepositoryError, WorkspaceNotFound
-
-if TYPE_CHECKING:
-    # Only annotations: a command that never meets a typed detail starts without pydantic.
-    from smart_transfer.protocol.errors import Details, ProtocolError
 
 
 class SmartTransferError(Exception):
@@ -28,7 +25,7 @@ class SmartTransferError(Exception):
         self.code = code
         self.message = message
         self.details = details
-        self.raw_details = raw if raw is not None else (details.model_dump(mode="json") if details else {})
+        self.raw_details = raw if raw is not None else details_json(details)
         super().__init__(message)
 
     @property

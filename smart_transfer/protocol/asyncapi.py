@@ -8,9 +8,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
-
 import smart_transfer
 from smart_transfer.model.multihash import BINARY_LENGTH
 from smart_transfer.model.pack import PACK_MAGIC
@@ -27,9 +24,10 @@ from smart_transfer.protocol.connection import (
     CLOSE_TRY_AGAIN_LATER,
     close_code_of,
 )
-from smart_transfer.protocol.errors import DETAILS, NoDetails, details_model
+from smart_transfer.protocol.errors import details_model, details_schemas
 from smart_transfer.protocol.flows import FLOWS, Sender, messages_of
 from smart_transfer.protocol.messages import MessageType, name_of
+from smart_transfer.protocol.schemas import schema_components
 
 #: The messages of each flow, in the order its table first names them (``Error`` last).
 FLOW_MESSAGES: dict[str, list[MessageType]] = {flow: messages_of(flow) for flow in FLOWS}
@@ -49,7 +47,7 @@ def _doc(model: type[Any]) -> str:
 
 
 def _asyncapi_schema(node: Any) -> Any:
-    """Pydantic writes OpenAPI-style discriminator objects; AsyncAPI schemas want the property name."""
+    """msgspec writes OpenAPI-style discriminator objects; AsyncAPI schemas want the property name."""
     if isinstance(node, dict):
         out = {k: _asyncapi_schema(v) for k, v in node.items()}
         if isinstance(out.get("discriminator"), dict):
@@ -70,14 +68,11 @@ def ordering(flow: str) -> list[str]:
 
 def _schemas_and_messages() -> tuple[dict[str, Any], dict[str, Any]]:
     """Payload schemas (messages, block formats, error details) and the JSON messages."""
-    models = {name_of(kind): kind for kinds in FLOW_MESSAGES.values() for kind in kinds if issubclass(kind, BaseModel)}
-    _, definitions = models_json_schema(
-        [(model, "validation") for model in models.values()], ref_template="#/components/schemas/{model}"
-    )
-    schemas = _asyncapi_schema(definitions["$defs"])
+    models = {name_of(kind): kind for kinds in FLOW_MESSAGES.values() for kind in kinds if issubclass(kind, m.Message)}
+    schemas = _asyncapi_schema(schema_components(models.values()))
     schemas.update(_asyncapi_schema(block_schemas()))
     schemas.update(_asyncapi_schema(manifest_schemas()))
-    schemas.update(_error_schemas())
+    schemas.update(_asyncapi_schema(details_schemas()))
     messages: dict[str, Any] = {
         name: {
             "name": name,
@@ -253,12 +248,3 @@ HANDSHAKE_HEADERS: dict[str, Any] = {
         },
     },
 }
-
-
-def _error_schemas() -> dict[str, Any]:
-    """The typed details of each error code (which code carries which: x-error-codes)."""
-    models: list[type[BaseModel]] = [NoDetails, *{model.__name__: model for model in DETAILS.values()}.values()]
-    _, definitions = models_json_schema(
-        [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
-    )
-    return dict(_asyncapi_schema(definitions["$defs"]))

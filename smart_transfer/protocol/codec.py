@@ -4,11 +4,9 @@ it knows are those of the transition tables (``flows.MESSAGES``), so a new one i
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Annotated, Any, overload
+from typing import Any, overload
 
-import orjson
-from pydantic import Field, TypeAdapter, ValidationError
+import msgspec
 
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import ProtocolError
@@ -20,25 +18,18 @@ MAX_TEXT_FRAME_BYTES = 4 * 1024 * 1024
 
 
 def _tagged_union(models: list[type[Message]]) -> Any:
-    """The pydantic type that reads any of ``models``, chosen by the ``type`` tag."""
+    """The type that reads any of ``models``, chosen by the ``type`` tag."""
     union: Any = models[0]
     for model in models[1:]:
         union = union | model
-    return Annotated[union, Field(discriminator="type")]
+    return union
 
 
 #: The JSON messages: every message of the tables but the binary one.
 JSON_MESSAGES = [kind for kind in MESSAGES if issubclass(kind, Message)]
 AnyMessage = _tagged_union(JSON_MESSAGES)
-#: Each JSON message by its ``type`` tag.
-_BY_TAG: dict[str, type[Message]] = {kind.model_fields["type"].default: kind for kind in JSON_MESSAGES}
-
-
-@cache
-def _adapter() -> TypeAdapter[Message]:
-    """The validator of the whole tagged union, built on first use: it words the errors of frames
-    that fail (building it at import cost every command start-up ~25 ms; see ``decode``)."""
-    return TypeAdapter(AnyMessage)
+_DECODER = msgspec.json.Decoder(AnyMessage)
+_ENCODER = msgspec.json.Encoder()
 
 
 @overload
@@ -51,17 +42,7 @@ def encode(message: SessionMessage) -> str | bytes:
     """The frame of ``message``: JSON text, or the tarball's bytes as they are."""
     if isinstance(message, MetadataTarball):
         return message.data
-    return orjson.dumps(message.model_dump(mode="json")).decode()
-
-
-def _tag(frame: str) -> str:
-    """The ``type`` tag of a JSON object frame ("": not one, or no text tag)."""
-    try:
-        value = orjson.loads(frame)
-    except orjson.JSONDecodeError:
-        return ""
-    tag = value.get("type") if isinstance(value, dict) else None
-    return tag if isinstance(tag, str) else ""
+    return _ENCODER.encode(message).decode()
 
 
 def decode(frame: str | bytes) -> SessionMessage:
@@ -70,19 +51,16 @@ def decode(frame: str | bytes) -> SessionMessage:
     are the Connection's."""
     if isinstance(frame, bytes):
         return MetadataTarball(frame)
-    # the model its tag names validates it (what the union would pick), built only when first used;
-    # anything that fails is validated again by the union, so errors read the same whatever the path
-    model = _BY_TAG.get(_tag(frame))
-    if model is not None:
-        try:
-            return model.model_validate_json(frame)
-        except ValidationError:
-            pass
     try:
-        return _adapter().validate_json(frame)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        if first.get("type") == "json_invalid":
+        message: Message = _DECODER.decode(frame)
+    except msgspec.DecodeError as exc:
+        if not isinstance(exc, msgspec.ValidationError):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "message is not valid JSON") from None
-        where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"invalid message: {where}: {first.get('msg', 'invalid')}") from None
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"invalid message: {_worded(exc)}") from None
+    return message
+
+
+def _worded(exc: msgspec.ValidationError) -> str:
+    """``where: what`` of a validation failure (msgspec says ``what - at `$.where```)."""
+    what, _, where = str(exc).partition(" - at `$")
+    return f"{where.strip('.`') or 'message'}: {what}"

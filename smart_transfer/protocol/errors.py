@@ -8,111 +8,110 @@ from this module, so a client written from them knows what ``details`` holds for
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
+from msgspec import Meta, Struct
 
 from smart_transfer.protocol.codes import (
     HTTP_STATUS,
     ErrorCode,
 )
+from smart_transfer.protocol.schemas import schema_components
 
 # -- typed details ---------------------------------------------------------------------------------
 
 
-class Details(BaseModel):
+class Details(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of the typed ``details`` of an error."""
 
-    #: defer_build: built on first use (most processes never build most of them; see messages.py).
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-
-class NoDetails(Details):
+class NoDetails(Details, frozen=True):
     """This code carries no details (an empty object)."""
 
 
-class UnexpectedMessageDetails(Details):
+class UnexpectedMessageDetails(Details, frozen=True):
     """The details of UnexpectedMessage: where the session was and what would have been allowed."""
 
-    flow: str = Field(description="pull or push")
-    phase: str = Field(description="the phase the session was in")
-    message: str = Field(description="the type of the message that was not allowed")
-    allowed: list[str] = Field(description="the message types the sender could have sent instead")
+    flow: Annotated[str, Meta(description="pull or push")]
+    phase: Annotated[str, Meta(description="the phase the session was in")]
+    message: Annotated[str, Meta(description="the type of the message that was not allowed")]
+    allowed: Annotated[list[str], Meta(description="the message types the sender could have sent instead")]
 
 
-class MessageTooLargeDetails(Details):
+class MessageTooLargeDetails(Details, frozen=True):
     """The details of MessageTooLarge: the limit the frame or body went past."""
 
-    limit: int = Field(description="the largest frame or body accepted, in bytes")
+    limit: Annotated[int, Meta(description="the largest frame or body accepted, in bytes")]
 
 
-class DivergedDetails(Details):
+class DivergedDetails(Details, frozen=True):
     """The details of Diverged: the head of the other side's chain."""
 
-    remote_head: str = Field(description="the head of the chain the request was compared with")
+    remote_head: Annotated[str, Meta(description="the head of the chain the request was compared with")]
 
 
-class InvalidHeadDetails(Details):
+class InvalidHeadDetails(Details, frozen=True):
     """The details of InvalidHead: the head the client expected and the one the server has."""
 
-    expected: str | None = Field(description="the head the client expected (null: no dataset)")
-    actual: str | None = Field(description="the head the server has (null: no dataset)")
+    expected: Annotated[str | None, Meta(description="the head the client expected (null: no dataset)")]
+    actual: Annotated[str | None, Meta(description="the head the server has (null: no dataset)")]
 
 
-class InvalidIntervalDetails(Details):
+class InvalidIntervalDetails(Details, frozen=True):
     """The details of InvalidInterval: the server's head."""
 
-    remote_head: str = Field(description="the server's head")
+    remote_head: Annotated[str, Meta(description="the server's head")]
 
 
-class InvalidBlocksDetails(Details):
+class InvalidBlocksDetails(Details, frozen=True):
     """The details of InvalidBlocks: the block or manifest at fault."""
 
-    block: str | None = Field(default=None, description="the block at fault, when one is")
-    manifest: str | None = Field(default=None, description="the checkpoint manifest at fault, when one is")
+    block: Annotated[str | None, Meta(description="the block at fault, when one is")] = None
+    manifest: Annotated[str | None, Meta(description="the checkpoint manifest at fault, when one is")] = None
 
 
-class SeedMismatchDetails(Details):
+class SeedMismatchDetails(Details, frozen=True):
     """The details of SeedMismatch: the dataset id force would have replaced."""
 
-    remote_dataset_id: str = Field(description="the dataset id of the chain that would have been replaced")
+    remote_dataset_id: Annotated[str, Meta(description="the dataset id of the chain that would have been replaced")]
 
 
-class ObjectDetails(Details):
+class ObjectDetails(Details, frozen=True):
     """The details of an error about one object: its hash."""
 
-    object: str = Field(description="the object's hash")
+    object: Annotated[str, Meta(description="the object's hash")]
 
 
-class TooManyObjectsDetails(Details):
+class TooManyObjectsDetails(Details, frozen=True):
     """The details of TooManyObjects: the most objects one page may name."""
 
     max_objects_per_page: int
 
 
-class UploadInvalidDetails(Details):
+class UploadInvalidDetails(Details, frozen=True):
     """The details of UploadInvalid: the first objects at fault, and how many are."""
 
-    objects: list[str] = Field(description="the first objects at fault, each 'kind/hash: reason'")
-    count: int = Field(description="how many objects are at fault in all")
+    objects: Annotated[list[str], Meta(description="the first objects at fault, each 'kind/hash: reason'")]
+    count: Annotated[int, Meta(description="how many objects are at fault in all")]
 
 
-class BusyDetails(Details):
+class BusyDetails(Details, frozen=True):
     """The details of Busy: how long to wait before trying again."""
 
-    retry_after: int = Field(description="seconds to wait before trying again")
+    retry_after: Annotated[int, Meta(description="seconds to wait before trying again")]
 
 
-class RangeNotSatisfiableDetails(Details):
+class RangeNotSatisfiableDetails(Details, frozen=True):
     """The details of RangeNotSatisfiable: the object's size."""
 
-    size: int = Field(description="the object's size in bytes")
+    size: Annotated[int, Meta(description="the object's size in bytes")]
 
 
-class MethodNotAllowedDetails(Details):
+class MethodNotAllowedDetails(Details, frozen=True):
     """The details of MethodNotAllowed: the methods the path answers."""
 
-    allowed: list[str] = Field(description="the methods this path answers")
+    allowed: Annotated[list[str], Meta(description="the methods this path answers")]
 
 
 #: The details model of each code; a code not listed carries NoDetails.
@@ -142,9 +141,19 @@ def details_model(code: ErrorCode) -> type[Details]:
 def parse_details(code: ErrorCode, raw: dict[str, Any]) -> Details | None:
     """A received ``details`` object as its typed model (None when it does not fit: a newer peer)."""
     try:
-        return details_model(code).model_validate(raw)
-    except ValidationError:
+        return msgspec.convert(raw, details_model(code))
+    except msgspec.ValidationError:
         return None
+
+
+def details_schemas() -> dict[str, Any]:
+    """The JSON schema of every details model, by name, as ``components/schemas`` of both documents."""
+    return schema_components([NoDetails, *{model.__name__: model for model in DETAILS.values()}.values()])
+
+
+def details_json(details: Details | None) -> dict[str, Any]:
+    """``details`` as JSON values (an empty object for none)."""
+    return msgspec.to_builtins(details) if details is not None else {}
 
 
 class ProtocolError(Exception):
@@ -167,4 +176,4 @@ class ProtocolError(Exception):
 
     def details_dict(self) -> dict[str, Any]:
         """The details as JSON values (an empty object without details)."""
-        return self.details.model_dump(mode="json") if self.details is not None else {}
+        return details_json(self.details)

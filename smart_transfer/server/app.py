@@ -11,14 +11,13 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
-from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 import smart_transfer
 from smart_transfer.protocol.codes import ErrorCode
-from smart_transfer.protocol.errors import DETAILS, NoDetails
+from smart_transfer.protocol.errors import DETAILS, NoDetails, details_schemas
 from smart_transfer.protocol.rest import ServerInfo
 from smart_transfer.repo import Repository
 from smart_transfer.server import rest_read, rest_write
@@ -169,11 +168,9 @@ def _document_errors(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = generate()
             schemas = drop_validation_answers(schema)
-            models: list[type[BaseModel]] = [ErrorBody, NoDetails, *DETAILS.values()]
-            _, defs = models_json_schema(
-                [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
-            )
+            _, defs = models_json_schema([(ErrorBody, "validation")], ref_template="#/components/schemas/{model}")
             schemas.update(defs["$defs"])
+            schemas.update(details_schemas())
             schema["x-error-details"] = {
                 code.value: f"#/components/schemas/{DETAILS.get(code, NoDetails).__name__}" for code in ErrorCode
             }

@@ -12,7 +12,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from smart_transfer.protocol.codes import CONNECTION_LIMIT_STATUS, HTTP_STATUS, ErrorCode
-from smart_transfer.protocol.errors import BusyDetails
+from smart_transfer.protocol.errors import BusyDetails, details_json
 from smart_transfer.server.metrics import Metrics
 
 
@@ -44,7 +44,7 @@ def bounded_http_protocol(
                 metrics.busy.labels("connections").inc()
                 metrics.connections_closed.labels("too-many").inc()
                 message = f"server busy: {max_connections} connections open (limit {max_connections})"
-                details = BusyDetails(retry_after=retry_after).model_dump()
+                details = details_json(BusyDetails(retry_after=retry_after))
                 transport.write(_answer(ErrorCode.BUSY, message, details, f"retry-after: {retry_after}\r\n"))
                 transport.close()
                 return

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 
@@ -169,7 +170,7 @@ def test_a_wrong_part_is_refused_and_nothing_commits(
         second = next(p for p in upload.parts if p.part_number == 2)
         answer = httpx.put(second.request.url, content=b"x" * 1000, headers=second.request.headers, timeout=30)
         refused.append(answer.status_code)
-        rest = upload.model_copy(update={"parts": [p for p in upload.parts if p.part_number != 2]})
+        rest = msgspec.structs.replace(upload, parts=[p for p in upload.parts if p.part_number != 2])
         return await real_upload(http, rest, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(push_module, "upload_parts", tampering)

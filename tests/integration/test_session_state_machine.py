@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+import msgspec
 import pytest
 from hypothesis import currently_in_test_context, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
-from pydantic import ValidationError
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
@@ -64,7 +64,7 @@ def fail(text: str) -> NoReturn:
 
 def _file(kind: str, physical_hash: str, content: bytes) -> m.ObjectFile:
     md5 = base64.b64encode(hashlib.md5(content).digest()).decode()
-    return m.ObjectFile.model_validate({"kind": kind, "physical_hash": physical_hash, "size": len(content), "md5": md5})
+    return msgspec.convert({"kind": kind, "physical_hash": physical_hash, "size": len(content), "md5": md5}, m.ObjectFile)
 
 
 def _note(text: str) -> None:
@@ -286,8 +286,8 @@ class Session:
         if code not in errors:
             fail(f"{ctx}: the server answered {code.value} ({text}); documented here: {[c.value for c in errors]}")
         try:
-            details_model(code).model_validate(details)
-        except ValidationError as exc:
+            msgspec.convert(details, details_model(code))
+        except msgspec.ValidationError as exc:
             fail(f"{ctx}: the details of {code.value} do not fit {details_model(code).__name__}: {details}: {exc}")
         for name, value in errors[code].items():
             assert details.get(name) == value, (
@@ -509,7 +509,7 @@ def messages_of(kind: str, world: World, kept: bool) -> st.SearchStrategy[AnyMes
     blocks = st.sampled_from([*world.chain, world.extension_head, UNKNOWN_BLOCK])
     chain_files = world.chain_objects
     pushable = [*chain_files, *world.extension_objects]
-    any_file = st.sampled_from([*pushable, FOREIGN, *(f.model_copy(update={"md5": None}) for f in chain_files)])
+    any_file = st.sampled_from([*pushable, FOREIGN, *(msgspec.structs.replace(f, md5=None) for f in chain_files)])
     pages = st.one_of(
         st.lists(st.sampled_from(chain_files), min_size=1, max_size=PAGE_LIMIT),
         st.lists(st.sampled_from(world.extension_objects), min_size=1, max_size=1),

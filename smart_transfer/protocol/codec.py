@@ -60,7 +60,16 @@ def decode(frame: str | bytes) -> SessionMessage:
     return message
 
 
+#: Longest part of a frame an error quotes (msgspec quotes a bad value whole; a frame may be megabytes).
+MAX_QUOTED = 200
+
+
 def _worded(exc: msgspec.ValidationError) -> str:
-    """``where: what`` of a validation failure (msgspec says ``what - at `$.where```)."""
+    """``where: what`` of a validation failure (msgspec says ``what - at `$.where```), short."""
     what, _, where = str(exc).partition(" - at `$")
-    return f"{where.strip('.`') or 'message'}: {what}"
+    where = where.strip(".`") or "message"
+    return f"{_short(where)}: {_short(what)}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_QUOTED else f"{text[:MAX_QUOTED]}..."

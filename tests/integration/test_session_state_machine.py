@@ -64,7 +64,8 @@ def fail(text: str) -> NoReturn:
 
 def _file(kind: str, physical_hash: str, content: bytes) -> m.ObjectFile:
     md5 = base64.b64encode(hashlib.md5(content).digest()).decode()
-    return msgspec.convert({"kind": kind, "physical_hash": physical_hash, "size": len(content), "md5": md5}, m.ObjectFile)
+    fields = {"kind": kind, "physical_hash": physical_hash, "size": len(content), "md5": md5}
+    return msgspec.convert(fields, m.ObjectFile)
 
 
 def _note(text: str) -> None:

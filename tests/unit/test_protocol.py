@@ -132,6 +132,30 @@ def test_arbitrary_frames_decode_or_raise_a_typed_error(frame: str | bytes) -> N
         assert exc.code is ErrorCode.BAD_MESSAGE
 
 
+@pytest.mark.parametrize(
+    ("frame", "worded"),
+    [
+        ('{"type": "DatasetPullRequest", "begin_after": 5}', "invalid message: begin_after: Expected"),
+        ('{"type": "Progress", "objects_done": "1", "bytes_done": 0}', "invalid message: objects_done: Expected `int`"),
+        ('{"type": "Progress", "objects_done": true, "bytes_done": 0}', "invalid message: objects_done: Expected"),
+        ('{"type": "DatasetPullComplete", "extra": 1}', "invalid message: message: Object contains unknown field"),
+        ('{"type": "Nope"}', "invalid message: type: Invalid value 'Nope'"),
+        ("[1]", "invalid message: message: Expected `object`"),
+        ("nul", "message is not valid JSON"),
+    ],
+)
+def test_a_bad_frame_is_refused_with_where_and_what(frame: str, worded: str) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        codec.decode(frame)
+    assert refused.value.code is ErrorCode.BAD_MESSAGE and refused.value.message.startswith(worded)
+
+
+def test_a_refusal_quotes_a_huge_value_shortly() -> None:
+    with pytest.raises(ProtocolError) as refused:
+        codec.decode(orjson.dumps({"type": "x" * 100_000}).decode())
+    assert len(refused.value.message) < 3 * codec.MAX_QUOTED
+
+
 SAMPLE_HASH = str(Multihash.of(b"sample"))
 TARBALL = m.name_of(m.MetadataTarball)
 PLAN = m.TransferPlan(num_blocks=1, num_objects=0, bytes_in_objects=0)

@@ -33,6 +33,7 @@ from smart_transfer.errors import (
     sdk_errors,
 )
 from smart_transfer.model import DatasetName, InvalidDatasetName
+from smart_transfer.protocol import check_token
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.repo import Workspace
@@ -74,10 +75,12 @@ class Client:
         ``ClientOptions``); ``values``: the same as keywords, on top of ``options`` (``parallel=4``).
         ``transport``: the transport every operation uses (default: the smart protocol with a fallback to
         the simple one, or the one ``options.protocol`` names), so a caller or a test can inject one.
-        A bound out of range raises ``SettingError`` (a ValueError) naming it. ``workspace`` None: a
+        A bound out of range raises ``SettingError`` (a ValueError) naming it; a token that cannot be a
+        bearer token (spaces, control characters) raises ``InvalidToken`` (a ValueError). ``workspace`` None: a
         client for the server-side calls only (``list_datasets``)."""
         self._workspace = workspace
         self.settings = (options or ClientOptions()).with_values(**values)
+        check_token(token)
         self.token = token
         self.warn = warn or log.warning
         self.transport = transport

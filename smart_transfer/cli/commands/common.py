@@ -9,6 +9,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from smart_transfer.cli.exits import EXIT_USAGE, CliError
+from smart_transfer.protocol import InvalidToken, check_token
+
 if TYPE_CHECKING:
     from smart_transfer.repo import Workspace
 
@@ -89,8 +92,6 @@ def existing_workspace(args: argparse.Namespace, *, read_only: bool = False) -> 
 
 def serve_until_stopped(serve: Callable[[], None]) -> int:
     """Run a server until it stops (Ctrl-C is a normal stop); an address it cannot have is one line."""
-    from smart_transfer.cli.exits import CliError
-
     try:
         serve()
     except KeyboardInterrupt:
@@ -105,7 +106,13 @@ def add_token_option(parser: argparse.ArgumentParser) -> None:
 
 
 def token(args: argparse.Namespace) -> str | None:
+    """The bearer token of --token or $SMART_TRANSFER_TOKEN, refused (exit 2) when it cannot be one."""
     value: str | None = args.token or os.environ.get(TOKEN_ENV)
+    try:
+        check_token(value)
+    except InvalidToken as exc:
+        source = "--token" if args.token else f"${TOKEN_ENV}"
+        raise CliError(f"{source}: {exc}", EXIT_USAGE) from None
     return value
 
 

@@ -78,8 +78,9 @@ def run_status(args: argparse.Namespace) -> int:
     from smart_transfer.client.client import Client
     from smart_transfer.client.inspection.status import DIVERGED
 
+    options, bearer = client_options(args), token(args)
     with existing_workspace(args, read_only=True) as workspace:
-        client = Client(workspace, client_options(args), token=token(args), warn=warn)
+        client = Client(workspace, options, token=bearer, warn=warn)
         status = run(client.status(args.dataset, args.url))
     if args.json:
         print_json(status.to_dict())

@@ -65,6 +65,7 @@ def _checked_options(args: argparse.Namespace) -> ClientOptions:
     from smart_transfer.model import DatasetName
 
     options = client_options(args, fallback=not args.no_fallback, peers=not getattr(args, "no_peers", False))
+    token(args)  # a malformed token is refused here too, before the workspace is opened
     if args.command == "pull":
         if args.follow and options.protocol != "smart":
             raise CliError(
@@ -154,9 +155,9 @@ def run_verify(args: argparse.Namespace) -> int:
     from smart_transfer.client.client import Client
     from smart_transfer.client.inspection.verify import print_report
 
-    options = client_options(args)
+    options, bearer = client_options(args), token(args)
     with existing_workspace(args, read_only=True) as workspace:  # quarantine moves files, never the index
-        report_ = run(Client(workspace, options, token=token(args), warn=warn).verify(args.dataset, args.url))
+        report_ = run(Client(workspace, options, token=bearer, warn=warn).verify(args.dataset, args.url))
     if args.json:
         print_json(report_.to_dict())
     else:

@@ -75,7 +75,9 @@ test: install node-deps system-packages
 # behind nginx (long pushes, SIGTERM of a replica), and the CLI fuzzer's larger profile
 # (SMART_TRANSFER_CLI_FUZZ_FAULTS_EXAMPLES per command, 40 by default). FAULT_WORKERS files run at once,
 # each worker with its own private S3 for outages and stalls; lint and type checks ran in `make test`.
-FAULT_WORKERS ?= 2
+# Three: the run waits on stalls and timeouts by design (two workers kept the 2 cores ~73% busy), so a
+# third cuts its time by a third, and the added load makes it a harder test of every bound.
+FAULT_WORKERS ?= 3
 test-faults: install node-deps system-packages
 	@SKIP_LINT=1 bash scripts/test.sh $(S3_DIR) $(S3_PORT) -n $(FAULT_WORKERS) --dist loadfile -m faults tests/faults tests/integration/test_cli_fuzz.py $(PYTEST_ARGS)
 

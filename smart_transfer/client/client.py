@@ -36,6 +36,7 @@ from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.protocol import check_token
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import BusyDetails
+from smart_transfer.protocol.messages import check_peer_url
 from smart_transfer.repo import Workspace
 from smart_transfer.transfer.backoff import backoff_delay
 from smart_transfer.transfer.errors import TransferFailed
@@ -298,7 +299,12 @@ def _announced_url(announce: str | None, name: str, protocol: str) -> str | None
         return None
     if protocol != "smart":
         raise LocalError(ErrorCode.INVALID_REQUEST, "announcing a peer needs the smart protocol")
-    return RemoteServer.parse(announce, PEER_URL).dataset(name).url
+    url = RemoteServer.parse(announce, PEER_URL).dataset(name).url
+    try:
+        check_peer_url(url)
+    except ValueError as exc:
+        raise InvalidUrl(f"{redact(url)!r}: {exc}") from None
+    return url
 
 
 async def retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[[str], None]) -> R:

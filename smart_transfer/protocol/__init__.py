@@ -26,8 +26,9 @@ class InvalidToken(ValueError):
 
 def check_token(token: str | None) -> None:
     """Refuse a token no server could have issued (control characters, spaces, non-ASCII), before any
-    request carries it: a malformed credential fails closed, with one clear line."""
-    if token is not None and TOKEN_PATTERN.fullmatch(token) is None:
+    request carries it: a malformed credential fails closed, with one clear line. An empty one is no
+    token (``SMART_TRANSFER_TOKEN=`` in a CI job whose secret is unset): requests go without one."""
+    if token and TOKEN_PATTERN.fullmatch(token) is None:
         raise InvalidToken(
             f"invalid token ({len(token)} characters): a bearer token is letters, digits and - . _ ~ + / "
             "(then = padding), with no spaces or control characters"

@@ -53,6 +53,8 @@ def decode(frame: str | bytes) -> SessionMessage:
         return MetadataTarball(frame)
     try:
         message: Message = _DECODER.decode(frame)
+    except RecursionError:  # JSON nested thousands deep (``Error.details`` may hold any JSON)
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "message is nested too deeply") from None
     except msgspec.DecodeError as exc:
         if not isinstance(exc, msgspec.ValidationError):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "message is not valid JSON") from None
@@ -66,10 +68,14 @@ MAX_QUOTED = 200
 
 def _worded(exc: msgspec.ValidationError) -> str:
     """``where: what`` of a validation failure (msgspec says ``what - at `$.where```), short."""
-    what, _, where = str(exc).partition(" - at `$")
+    what, _, where = str(exc).rpartition(" - at `$")  # the last: a quoted bad value may hold the text
+    if not what:
+        what, where = where, ""
     where = where.strip(".`") or "message"
     return f"{_short(where)}: {_short(what)}"
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= MAX_QUOTED else f"{text[:MAX_QUOTED]}..."
+    """``text`` with control characters escaped (it goes into error lines and Error messages), cut short."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: MAX_QUOTED + 1])
+    return shown if len(text) <= MAX_QUOTED and len(shown) <= MAX_QUOTED else f"{shown[:MAX_QUOTED]}..."

@@ -84,6 +84,15 @@ class PeerSource(Record, frozen=True):
     head: HashText
 
 
+def check_peer_url(url: str) -> None:
+    """Refuse (ValueError) a URL that a pull request could not announce: PeerUrl's own rule, so that the
+    client says so before it sends one, rather than the server answering BadMessage."""
+    try:
+        msgspec.convert(url, PeerUrl)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"a pull cannot announce this URL: {exc}") from None
+
+
 Md5Text = Annotated[str, Meta(pattern=r"^[A-Za-z0-9+/]{22}==$", description="an MD5 digest, base64 (Content-MD5)")]
 
 

@@ -15,7 +15,7 @@ from smart_transfer.protocol import InvalidToken, authorization, check_token
 from smart_transfer.server.auth import new_token
 from tests.conftest import CLI
 
-MALFORMED = ["\x1f", "a b", "tok\r\nX-Injected: 1", "é", "\x7f", "", "=abc", "abc=def"]
+MALFORMED = ["\x1f", "a b", "tok\r\nX-Injected: 1", "é", "\x7f", "=abc", "abc=def"]
 #: Nothing listens here: a command that got past the token check would fail to connect instead.
 NOWHERE = "http://127.0.0.1:9/ds"
 
@@ -26,7 +26,14 @@ def test_a_well_formed_token_is_sent(token: str) -> None:
     assert authorization(token) == {"Authorization": f"Bearer {token}"}
 
 
-@pytest.mark.parametrize("token", [t for t in MALFORMED if t])
+def test_an_empty_token_is_no_token() -> None:
+    """``SMART_TRANSFER_TOKEN=`` (a CI job whose secret is unset) sends requests without one."""
+    check_token("")
+    assert authorization("") == {} and authorization(None) == {}
+    assert Client(None, token="").token == ""
+
+
+@pytest.mark.parametrize("token", MALFORMED)
 def test_a_malformed_token_is_never_sent(token: str) -> None:
     with pytest.raises(InvalidToken):
         authorization(token)

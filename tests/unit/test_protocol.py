@@ -150,6 +150,21 @@ def test_a_bad_frame_is_refused_with_where_and_what(frame: str, worded: str) -> 
     assert refused.value.code is ErrorCode.BAD_MESSAGE and refused.value.message.startswith(worded)
 
 
+def test_a_frame_nested_thousands_deep_is_a_bad_message() -> None:
+    nested = "[" * 5000 + "]" * 5000
+    with pytest.raises(ProtocolError) as refused:
+        codec.decode(f'{{"type": "Error", "code": "Busy", "message": "m", "details": {{"a": {nested}}}}}')
+    assert refused.value.code is ErrorCode.BAD_MESSAGE
+
+
+def test_a_refusal_says_where_even_when_the_bad_value_looks_like_a_location() -> None:
+    with pytest.raises(ProtocolError) as refused:
+        codec.decode(orjson.dumps({"type": "x - at `$.evil\x00\x1b[31m"}).decode())
+    assert refused.value.message.startswith("invalid message: type: Invalid value")
+    assert r"\x00" in refused.value.message and r"\x1b" in refused.value.message  # escaped, never raw
+    assert "\x00" not in refused.value.message and "\x1b" not in refused.value.message
+
+
 def test_a_refusal_quotes_a_huge_value_shortly() -> None:
     with pytest.raises(ProtocolError) as refused:
         codec.decode(orjson.dumps({"type": "x" * 100_000}).decode())
@@ -448,3 +463,18 @@ def test_a_driver_asks_by_class_whether_it_may_send_a_keep_alive_now() -> None:
     connection.expect(m.MetadataTarball)
     assert isinstance(connection.receive(_frame(TARBALL)), m.MetadataTarball)  # a message like the others
     assert connection.may_send(m.Progress) and not connection.may_send(m.MetadataTarball)
+
+
+@pytest.mark.parametrize(
+    "announce", ["http://my_host:8000", "http://h\u00e9llo:8000", "http://127.0.0.1:8000/" + "d" * 600]
+)
+def test_the_client_refuses_to_announce_what_the_server_would_refuse(announce: str) -> None:
+    """--announce is checked by PeerUrl's own rule before the pull starts (a usage error, not BadMessage)."""
+    from smart_transfer.client.client import Client
+    from smart_transfer.errors import InvalidUrl
+
+    with pytest.raises(InvalidUrl):
+        Client.check_pull("http://127.0.0.1:9/ds", None, announce, "smart")
+    with pytest.raises(ValueError):
+        m.check_peer_url(f"{announce}/ds")
+    Client.check_pull("http://127.0.0.1:9/ds", None, "http://127.0.0.1:8000", "smart")

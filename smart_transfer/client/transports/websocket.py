@@ -38,7 +38,7 @@ def _handshake_error(url: str, exc: InvalidStatus) -> RemoteError:
     status = exc.response.status_code
     code = code_of_status(status)
     retry = exc.response.headers.get("Retry-After", "")
-    details = BusyDetails(retry_after=int(retry)) if code is ErrorCode.BUSY and retry.isdigit() else None
+    details = BusyDetails(retry_after=int(retry)) if code is ErrorCode.BUSY and retry.isdecimal() else None
     return RemoteError(code, f"server refused the session at {redact(url)} (HTTP {status})", details)
 
 

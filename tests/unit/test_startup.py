@@ -15,6 +15,7 @@ from smart_transfer.cli.main import COMMAND_MODULES, build_parser
 #: Libraries that cost tens of milliseconds or more to import, none needed to parse a command line.
 HEAVY = (
     "pydantic",
+    "msgspec",
     "aiohttp",
     "websockets",
     "boto3",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
+from msgspec import Struct
 from rocksdict import AccessType, Checkpoint, Options, Rdict
 
 from smart_transfer.model import ObjectRef
@@ -42,8 +42,7 @@ def file_ref(item: CheckpointFile) -> ObjectRef:
     return ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size)
 
 
-@dataclass(frozen=True)
-class StoredCheckpoint:
+class StoredCheckpoint(Struct, frozen=True):
     """What storing a checkpoint wrote: its manifest, and the files, bytes and manifest objects (the
     root and the pages it does not share with earlier checkpoints) that were new."""
 

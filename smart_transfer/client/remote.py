@@ -5,8 +5,9 @@ refused too (tokens go in ``--token``) and never printed."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
+
+from msgspec import Struct
 
 from smart_transfer.errors import InvalidUrl
 from smart_transfer.model import DatasetName, InvalidDatasetName
@@ -60,8 +61,7 @@ def is_url(text: str) -> bool:
     return "://" in text
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteServer:
+class RemoteServer(Struct, frozen=True):
     """A smart-transfer server: ``http(s)://HOST[:PORT][/PREFIX]``."""
 
     base_url: str  # no trailing slash
@@ -82,8 +82,7 @@ class RemoteServer:
             raise InvalidUrl(f"{self.base_url}: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteDataset:
+class RemoteDataset(Struct, frozen=True):
     """A dataset on a smart-transfer server."""
 
     base_url: str  # http(s)://host:port[/prefix], no trailing slash

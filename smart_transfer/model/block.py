@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from msgspec import Struct
 
 from smart_transfer.model.encoding import canonical_bytes, is_canonical, load_object
 from smart_transfer.model.errors import InvalidBlock
@@ -95,8 +96,7 @@ def block_sequence(data: bytes) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
-class NewBlock:
+class NewBlock(Struct, frozen=True):
     """A block with its address and canonical bytes: what is committed, sent and walked."""
 
     hash: Multihash

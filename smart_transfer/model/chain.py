@@ -4,7 +4,8 @@ offsets, and every block stored under the hash of its own bytes."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from smart_transfer.model.block import MetadataBlock
 from smart_transfer.model.errors import ChainRuleViolation
@@ -12,8 +13,7 @@ from smart_transfer.model.events import AddData, Seed
 from smart_transfer.model.multihash import Multihash
 
 
-@dataclass(frozen=True, slots=True)
-class ChainTip:
+class ChainTip(Struct, frozen=True):
     """What the rules need to know about the newest block of a valid chain to extend it."""
 
     head: Multihash

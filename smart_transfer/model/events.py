@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+from msgspec import Struct
 
 from smart_transfer.model.errors import InvalidBlock
 from smart_transfer.model.fields import get_hash, get_int, get_object, get_str, require_keys
@@ -29,8 +30,7 @@ def check_timestamp(value: str, where: str) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetInterval:
+class OffsetInterval(Struct, frozen=True):
     """Inclusive range of record offsets."""
 
     start: int
@@ -54,8 +54,7 @@ class OffsetInterval:
 OFFSET_COLUMN = "offset"
 
 
-@dataclass(frozen=True, slots=True)
-class DataSlice:
+class DataSlice(Struct, frozen=True):
     """A data object (typically Parquet) with the records it holds."""
 
     physical_hash: Multihash
@@ -81,8 +80,7 @@ class DataSlice:
         return cls(get_hash(obj, "physical_hash", where), get_int(obj, "size", where), interval, num_records)
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(Struct, frozen=True):
     """A checkpoint object (a manifest of engine state files)."""
 
     physical_hash: Multihash
@@ -97,8 +95,7 @@ class Checkpoint:
         return cls(get_hash(obj, "physical_hash", where), get_int(obj, "size", where))
 
 
-@dataclass(frozen=True, slots=True)
-class Seed:
+class Seed(Struct, frozen=True):
     """The first block of every dataset: its identity and kind."""
 
     dataset_id: str
@@ -122,8 +119,7 @@ class Seed:
         raise InvalidBlock(f"{where}.kind: expected one of {', '.join(DATASET_KINDS)}, got {kind[:40]!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class AddData:
+class AddData(Struct, frozen=True):
     """New records, a new checkpoint and/or a new watermark."""
 
     new_data: DataSlice | None = None
@@ -158,8 +154,7 @@ class AddData:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class SetInfo:
+class SetInfo(Struct, frozen=True):
     """Human-facing description of the dataset."""
 
     description: str = ""
@@ -181,8 +176,7 @@ class SetInfo:
         return cls(description, tuple(keywords))
 
 
-@dataclass(frozen=True, slots=True)
-class DataField:
+class DataField(Struct, frozen=True):
     """One column of a dataset's data slices: its name, its SQL type as Spark writes it in DDL
     (``BIGINT``, ``DECIMAL(10,2)``, ``TIMESTAMP``, ``ARRAY<STRING>``...) and whether it may be null."""
 
@@ -204,8 +198,7 @@ class DataField:
         return cls(name, kind, obj["nullable"])
 
 
-@dataclass(frozen=True, slots=True)
-class SetDataSchema:
+class SetDataSchema(Struct, frozen=True):
     """The schema every data slice after this block has (like ODF's SetDataSchema): the columns in
     order, the system column ``offset`` first. A dataset's first ingest records it; later ingests
     must match it."""

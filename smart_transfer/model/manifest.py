@@ -14,7 +14,7 @@ Two formats are read:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from smart_transfer.model.encoding import canonical_bytes, decode_object
 from smart_transfer.model.errors import InvalidBlock
@@ -64,8 +64,7 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_FILES = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointManifest:
+class CheckpointManifest(Struct, frozen=True):
     """The files of one checkpoint, sorted by name, and (paged format) every page of its tree, root
     first; a format-1 manifest has no pages."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from smart_transfer.model.errors import InvalidBlock
 from smart_transfer.model.fields import get_hash, get_int, get_str, require_keys
@@ -26,8 +27,7 @@ def is_immutable(name: str) -> bool:
     return name.endswith((".sst", ".blob"))
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointFile:
+class CheckpointFile(Struct, frozen=True):
     """A file of a checkpoint: stored as an object (kind 'checkpoints') under its hash."""
 
     name: str

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from msgspec import Struct
 
 from smart_transfer.model.encoding import canonical_bytes, decode_object
 from smart_transfer.model.errors import InvalidBlock
@@ -67,8 +68,7 @@ class MissingPage(InvalidBlock):
         self.page = page
 
 
-@dataclass(frozen=True, slots=True)
-class PageEntry:
+class PageEntry(Struct, frozen=True):
     """A child page as its parent lists it."""
 
     hash: Multihash
@@ -81,8 +81,7 @@ class PageEntry:
         return {"hash": str(self.hash), "size": self.size, "files": self.files, "bytes": self.bytes}
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(Struct, frozen=True):
     """One decoded page: files (level 0) or child pages (level > 0)."""
 
     level: int

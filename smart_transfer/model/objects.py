@@ -4,10 +4,10 @@ Pure functions over decoded blocks; every path (pull, push, commit, verify, gc) 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 import orjson
+from msgspec import Struct
 
 from smart_transfer.model.block import MetadataBlock, NewBlock
 from smart_transfer.model.events import AddData
@@ -22,8 +22,7 @@ class ObjectKind(StrEnum):
     CHECKPOINT = "checkpoints"
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
+class ObjectRef(Struct, frozen=True):
     """An object a block references: its kind, content address and size."""
 
     kind: ObjectKind

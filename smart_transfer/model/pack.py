@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from smart_transfer.model.block import MAX_BLOCK_BYTES
 from smart_transfer.model.errors import InvalidBlock, InvalidMultihash
@@ -54,8 +55,7 @@ def encode_pack(blocks: Iterable[tuple[Multihash, bytes]]) -> bytes:
     return b"".join((PACK_MAGIC, _COUNT.pack(len(entries)), index, *(data for _, data in entries)))
 
 
-@dataclass(frozen=True, slots=True)
-class PackEntry:
+class PackEntry(Struct, frozen=True):
     """Where one block of a pack is: its address, first byte and size."""
 
     address: Multihash

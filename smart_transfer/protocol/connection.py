@@ -15,8 +15,9 @@ close code and reason, both ways. Drivers (the server's WebSocket loop, the clie
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from msgspec import Struct
 
 from smart_transfer.protocol import SUBPROTOCOL, codec
 from smart_transfer.protocol.codes import SERVER_FAULTS, ErrorCode
@@ -48,8 +49,7 @@ DEFAULT_MAX_BINARY_BYTES = 64 * 1024 * 1024
 M = TypeVar("M", bound=SessionMessage)
 
 
-@dataclass(frozen=True, slots=True)
-class CloseFrame:
+class CloseFrame(Struct, frozen=True):
     """The close frame a driver sends: code and reason."""
 
     code: int

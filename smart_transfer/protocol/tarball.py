@@ -8,7 +8,8 @@ import gzip
 import io
 import tarfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from smart_transfer.model import InvalidMultihash, ModelError, Multihash
 from smart_transfer.model.manifest import MAX_MANIFEST_BYTES
@@ -32,8 +33,7 @@ PACK_PREFIX = "pack-"
 MANIFEST_PREFIX = "manifest-"
 
 
-@dataclass
-class MetadataBundle:
+class MetadataBundle(Struct):
     """What a tarball carries: blocks in order, and checkpoint manifests by hash."""
 
     blocks: list[tuple[Multihash, bytes]] = field(default_factory=list)

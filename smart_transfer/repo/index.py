@@ -237,7 +237,11 @@ class RepositoryIndex:
         return None if raw is None else Multihash.parse(raw.decode())
 
     def set_remote_head(self, dataset: DatasetName, remote: str, head: Multihash) -> None:
-        self._db[_key(dataset, "r", remote.encode())] = str(head).encode()
+        """Record the head ``remote`` has now. Unchanged, nothing is written: an up-to-date pull or a no-op
+        push then leaves RocksDB nothing to flush when the index closes (tens of milliseconds)."""
+        key, value = _key(dataset, "r", remote.encode()), str(head).encode()
+        if self._db.get(key) != value:
+            self._db[key] = value
 
     def objects(self, dataset: DatasetName) -> Iterator[tuple[ObjectKind, Multihash, int]]:
         """Every object recorded present for ``dataset``."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from smart_transfer.model import DatasetName, ModelError, Multihash
 from smart_transfer.model.pack import PREAMBLE_BYTES, decode_pack, encode_pack, header_size, read_count, read_index
@@ -19,8 +20,7 @@ from smart_transfer.storage.errors import StorageUnavailable
 Blocks = list[tuple[Multihash, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
-class StoredPack:
+class StoredPack(Struct, frozen=True):
     """A pack in the store: its address, key and size."""
 
     address: Multihash

@@ -9,8 +9,9 @@ import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import SHA2_256, new_hasher
@@ -88,8 +89,7 @@ def bytes_mismatch(data: bytes, expected: Multihash, expected_size: int) -> str 
     return content_mismatch(expected, expected_size, Multihash.of(data, expected.code), len(data))
 
 
-@dataclass(frozen=True, slots=True)
-class FileDigest:
+class FileDigest(Struct, frozen=True):
     """Content address, size and MD5 (hex) of some bytes."""
 
     multihash: Multihash

@@ -5,7 +5,8 @@ from blocks and manifests fetched one by one (simple pull), or read back from a 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs, objects_of
 from smart_transfer.model.bulk import collector_paused
@@ -22,8 +23,7 @@ def invalid_block(block: Multihash | str, message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.INVALID_BLOCKS, message, InvalidBlocksDetails(block=str(block)))
 
 
-@dataclass
-class Bundle:
+class Bundle(Struct):
     """Checked blocks and the decoded manifests of every checkpoint they reference."""
 
     blocks: list[NewBlock] = field(default_factory=list)

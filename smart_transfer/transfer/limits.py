@@ -72,6 +72,10 @@ class Timeouts:
         if self.connect <= 0 or self.read <= 0 or self.min_rate <= 0 or self.attempts < 1:
             raise ValueError("timeouts and the minimum rate must be positive, attempts at least 1")
 
+    def once(self) -> Timeouts:
+        """These bounds with a single attempt (a caller that retries by itself)."""
+        return replace(self, attempts=1)
+
     def limited(self, bytes_per_second: int | None, parallel: int) -> Timeouts:
         """These bounds under a global bandwidth limit shared by ``parallel`` transfers."""
         if not bytes_per_second:

@@ -14,7 +14,8 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, ObjectFile
 from smart_transfer.storage.parts import MAX_PARTS
@@ -64,8 +65,7 @@ def pages(objects: Sequence[ObjectFile], page_size: int) -> list[Sequence[Object
     return cut
 
 
-@dataclass
-class _Url:
+class _Url(Struct):
     request: Transfer
     received_at: float
 
@@ -77,8 +77,7 @@ class _Url:
         return self.request.expires_at - now <= margin
 
 
-@dataclass
-class MoveResult:
+class MoveResult(Struct):
     transferred: int = 0
     skipped: int = 0
     bytes: int = 0

@@ -21,7 +21,8 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
 from smart_transfer.transfer.backoff import backoff_delay
@@ -78,8 +79,7 @@ class PeerHealth:
         return answer.status in (200, 429)  # a busy peer is alive
 
 
-@dataclass
-class PeerReport:
+class PeerReport(Struct):
     """What the peers did in one pull."""
 
     objects: int = 0

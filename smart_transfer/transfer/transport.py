@@ -19,9 +19,10 @@ import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.ratelimit import RateLimiter
@@ -41,8 +42,7 @@ class BodyTooLarge(Exception):
     """The answer's body passed the bound the exchange was given (nothing more of it was read)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(Struct, frozen=True):
     """A finished exchange: the HTTP status, the body (what was not streamed to a sink) and the headers
     (names in lower case; libcurl collects them only for an exchange with a sink)."""
 
@@ -51,8 +51,7 @@ class Answer:
     headers: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Sink:
+class Sink(Struct, frozen=True):
     """Where the body of an answer with ``status`` goes as it arrives (a ranged GET's 206 into its
     file), instead of memory: ``write`` gets the bytes that arrived since its last call, in order, as
     the chunks they came in (about ``buffer_bytes`` a call: fewer, larger calls, and no copy to join
@@ -94,8 +93,7 @@ class Gathered:
             self.sink.write(piece)
 
 
-@dataclass(frozen=True, slots=True)
-class FileRange:
+class FileRange(Struct, frozen=True):
     """A request body read from disk as it is sent: ``length`` bytes of the file at ``path`` from
     ``offset`` (a file shorter than that fails the exchange with ValueError)."""
 
@@ -108,8 +106,7 @@ class FileRange:
 Body = bytes | FileRange
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(Struct, frozen=True):
     """One exchange to make: ``method`` ``url`` with ``headers`` (and ``body``, sent with its
     Content-Length); an attempt at an object of ``size`` bytes is bounded by ``timeouts``, the
     answer's body by ``max_bytes`` (past it: BodyTooLarge); the body of an answer with the sink's

@@ -7,8 +7,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, field
+from msgspec.structs import asdict
 
 from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL
 from smart_transfer.client.transports.base import PullChannel, PushChannel
@@ -25,8 +27,7 @@ if TYPE_CHECKING:
     from smart_transfer.transfer.transport import ObjectTransport
 
 
-@dataclass(frozen=True)
-class ProgressUpdate:
+class ProgressUpdate(Struct, frozen=True):
     """Where a transfer stands; passed to the ``progress`` callback."""
 
     operation: str
@@ -39,8 +40,7 @@ class ProgressUpdate:
 ProgressCallback = Callable[[ProgressUpdate], None]
 
 
-@dataclass
-class FlowOptions:
+class FlowOptions(Struct):
     """How a flow moves objects."""
 
     parallel: int = DEFAULT_PARALLEL
@@ -59,8 +59,7 @@ class FlowOptions:
     progress_timeout: float = DEFAULT_PROGRESS_TIMEOUT
 
 
-@dataclass
-class TransferSummary:
+class TransferSummary(Struct):
     """What one pull or push did (the CLI's ``--json`` output)."""
 
     operation: str
@@ -86,7 +85,7 @@ class TransferSummary:
     local_ahead: bool = False
     protocol: str = "smart"
     note: str | None = None
-    started: float = field(default_factory=time.monotonic, repr=False)
+    started: float = field(default_factory=time.monotonic)
 
     def to_dict(self) -> dict[str, object]:
         """The summary as JSON values (what `--json` prints)."""
@@ -139,8 +138,7 @@ class Meter:
             )
 
 
-@dataclass(frozen=True)
-class Wire:
+class Wire(Struct, frozen=True):
     """What object transfers run on: the one transport of the move (``transport.open_transport``
     chose its HTTP library), and the transfer slots they share (an object holds one; a large object's
     extra ranges or parts take more from the same pool)."""

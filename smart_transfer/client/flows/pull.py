@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, replace
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import install_checked, install_latest
@@ -159,8 +161,7 @@ async def follow(
                 return
 
 
-@dataclass(frozen=True)
-class _Job:
+class _Job(Struct, frozen=True):
     """What every increment of one pull or follow works with."""
 
     workspace: Workspace
@@ -333,7 +334,7 @@ async def _from_peers(
 
     # a peer that fails is left for the next source at once: no retries against it
     options = job.options
-    timeouts = replace(options.timeouts, attempts=1)
+    timeouts = options.timeouts.once()
     asked = f"{len(files)} objects asked of {len(start.peers)} peer(s)"
     transport = open_transport(options.parallel, timeouts, options.limiter, storage=False)
     async with transport as peer_wire, watched(options, meter, lambda: asked) as dog:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.moving import (

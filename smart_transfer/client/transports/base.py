@@ -8,8 +8,9 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, field
 
 if TYPE_CHECKING:  # the HTTP stack loads when objects move
     import aiohttp
@@ -28,8 +29,7 @@ from smart_transfer.transfer.mover import Transfer
 Urls = list[tuple[ObjectFile, Transfer | None]]
 
 
-@dataclass(frozen=True)
-class LocalChain:
+class LocalChain(Struct, frozen=True):
     """What a transport may learn of the local chain: its tip, blocks offered as known (newest
     first), a membership test (index lookups: cheap) and the manifest pages it holds."""
 
@@ -45,8 +45,7 @@ class LocalChain:
         return self.tip.head if self.tip is not None else None
 
 
-@dataclass(frozen=True)
-class PullStart:
+class PullStart(Struct, frozen=True):
     """What the remote sends: the head it pulls up to, where its blocks attach (None: from the Seed),
     the checked bundle, the most objects one URL request may name, and the live peers it knows."""
 
@@ -57,8 +56,7 @@ class PullStart:
     peers: list[PeerSource] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class UploadTerms:
+class UploadTerms(Struct, frozen=True):
     """What the remote takes once it accepted the blocks: the most objects one URL request may name,
     and which objects go in parts (larger than ``multipart_threshold``, cut at ``part_size``; None:
     every object in one request)."""
@@ -68,8 +66,7 @@ class UploadTerms:
     part_size: int = 0
 
 
-@dataclass(frozen=True)
-class PushStart:
+class PushStart(Struct, frozen=True):
     """The remote's head, and the last block both chains share (None: none, or no dataset)."""
 
     current_head: Multihash | None

@@ -4,6 +4,9 @@ Starts a private local S3 (Ceph RGW) and a smart-transfer server on it, then run
 interleaved repetitions of: smart push/pull, simple-protocol push/pull (the REST routes), and the
 peers copying the same objects to/from the same bucket with the same parallelism (16): s5cmd, rclone
 and the AWS CLI, each with its own defaults otherwise (part sizes, per-file concurrency, checksums).
+Each case, and each copy after a delete, starts once the store has collected what was deleted and the
+machine is quiet (``Bench.settle``): no tool's measurement shares the cores or the disk with the clean-up
+of the one before it.
 
 Cases: (s) 2,000 x 4 KiB objects (+2,000 blocks); (g) one 1 GiB object (multipart push, ranged pull);
 (a) 10,000 x 4 KiB objects (+10,000 blocks); (b) 16 x 64 MiB; (m) 64 x 8 MiB (mid-size: Parquet slices,
@@ -120,6 +123,40 @@ def free_port_pair() -> int:
     raise RuntimeError("no free port pair")
 
 
+#: The longest a settle (``Bench.settle``) waits for the store and the machine, seconds.
+SETTLE_SECONDS = 60
+#: The share of both cores' time, and of the busiest disk's, that still counts as a quiet machine.
+QUIET_BUSY = 0.1
+
+
+def _counters() -> tuple[int, int, dict[str, int]]:
+    """All CPU time and idle time (/proc/stat, ticks) and each disk's busy milliseconds (/proc/diskstats)."""
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    disks = {}
+    with open("/proc/diskstats") as stats:
+        for line in stats:
+            fields = line.split()
+            if len(fields) > 12 and not fields[2].startswith(("loop", "ram")):
+                disks[fields[2]] = int(fields[12])
+    return sum(values), values[3] + values[4], disks
+
+
+def busy_fraction(seconds: float) -> float:
+    """How busy the machine was over the next ``seconds``: both cores' share, or the busiest disk's
+    (this machine's disk discards freed blocks online, so a large delete keeps it busy for a while
+    after the files are gone, and file creation slows meanwhile); 0 where it cannot be told."""
+    try:
+        total0, idle0, disks0 = _counters()
+        time.sleep(seconds)
+        total1, idle1, disks1 = _counters()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    cores = 1 - (idle1 - idle0) / max(1, total1 - total0)
+    disk = max((disks1[name] - disks0.get(name, 0) for name in disks1), default=0) / (seconds * 1000)
+    return max(cores, disk)
+
+
 def timed(command: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, str]:
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=False)
@@ -214,6 +251,17 @@ class Bench:
         if self.s3_dir is not None:
             subprocess.run(["bash", str(ROOT / "scripts" / "s3-local.sh"), "stop", str(self.s3_dir)], check=False)
 
+    def settle(self) -> None:
+        """Before the next measurement: the store finishes deleting what was just removed (Ceph collects
+        the data of deleted objects in the background, on the same two cores, so the copy measured next
+        would share them with it) and the machine goes quiet, for at most SETTLE_SECONDS."""
+        if self.s3_dir is not None:
+            admin = ["radosgw-admin", "-c", str(self.s3_dir / "ceph.conf"), "gc", "process", "--include-all"]
+            subprocess.run(admin, capture_output=True, check=False, timeout=SETTLE_SECONDS)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while time.monotonic() < deadline and busy_fraction(0.5) > QUIET_BUSY:
+            pass
+
     def s5(self, *args: str) -> float:
         return timed([S5CMD, "--endpoint-url", self.endpoint, "--numworkers", str(PARALLEL), *args], self.env)[0]
 
@@ -241,6 +289,7 @@ class Bench:
             self.record(case, f"{tool} download", self.peer(tool, target, str(down)), count, total)
             self.s5("rm", f"{target}*")
             shutil.rmtree(down, ignore_errors=True)
+            self.settle()
 
     def server_puts(self) -> int:
         """PUTs the server made to its store so far (its /metrics: one count per S3 PutObject call)."""
@@ -341,6 +390,7 @@ class Bench:
                 )
             for path in (self.work / f"pull-{name}-{rep}", self.work / f"simple-{name}-{rep}"):
                 shutil.rmtree(path, ignore_errors=True)
+            self.settle()
         self.extra[f"{case}_workspace"] = str(workspace)
 
     def huge_round_trip(self, name: str) -> None:
@@ -801,6 +851,7 @@ def main() -> int:
         try:
             for name in selected:
                 try:
+                    bench.settle()
                     cases[name]()
                 except Exception:  # keep what the other cases measure
                     traceback.print_exc()

@@ -89,8 +89,9 @@ class TransferSummary(Struct):
 
     def to_dict(self) -> dict[str, object]:
         """The summary as JSON values (what `--json` prints)."""
-        data = asdict(self)
+        data = asdict(self)  # shallow: the one nested field is copied, so the caller's dict is its own
         data.pop("started")
+        data["peers_dropped"] = dict(self.peers_dropped)
         return data
 
     def moved(self, result: MoveResult) -> None:

@@ -147,7 +147,7 @@ def parse_details(code: ErrorCode, raw: dict[str, Any]) -> Details | None:
 
 def details_schemas() -> dict[str, Any]:
     """The JSON schema of every details model, by name, as ``components/schemas`` of both documents."""
-    # only the documents need it: a pull or push does not load the schema machinery (msgspec.inspect)
+    # only the documents need it: a pull or push does not load the schema helpers
     from smart_transfer.protocol.schemas import schema_components
 
     return schema_components([NoDetails, *{model.__name__: model for model in DETAILS.values()}.values()])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 from smart_transfer.storage.errors import InvalidKey
 
@@ -44,8 +45,12 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectInfo:
+# The stores' records are NamedTuples: every command loads them, and defining a frozen dataclass costs
+# about 0.9 ms here (Python 3.11 compiles its generated methods) against 0.13 ms; msgspec's Structs would
+# load msgspec into ``serve --help``, which reads this module's defaults.
+
+
+class ObjectInfo(NamedTuple):
     """What a store knows of one object: key, size in bytes, and the hex MD5 of its bytes (ETag)."""
 
     key: str
@@ -55,8 +60,7 @@ class ObjectInfo:
     modified: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class UploadedPart:
+class UploadedPart(NamedTuple):
     """One part a multipart upload holds: its number, size and ETag (the hex MD5 of its bytes)."""
 
     number: int
@@ -82,8 +86,7 @@ def stored_as_promised(info: ObjectInfo | UploadedPart | None, size: int, etag: 
     return stored_mismatch(info, size, etag) is None
 
 
-@dataclass(frozen=True, slots=True)
-class PendingUpload:
+class PendingUpload(NamedTuple):
     """A multipart upload in progress (neither completed nor aborted): which key, its id, and when it
     started (Unix seconds)."""
 
@@ -92,14 +95,13 @@ class PendingUpload:
     initiated: float
 
 
-@dataclass(frozen=True, slots=True)
-class PresignedRequest:
+class PresignedRequest(NamedTuple):
     """An HTTP request anyone holding it may make until ``expires_at`` (Unix seconds)."""
 
     method: str
     url: str
     expires_at: int
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = MappingProxyType({})
 
 
 class ObjectStore(ABC):

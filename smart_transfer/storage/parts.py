@@ -9,7 +9,7 @@ so that the presigned URLs of one object always fit one negotiation answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MIB = 1024 * 1024
 #: Smallest part S3 accepts (every part but the last).
@@ -28,8 +28,7 @@ DEFAULT_MULTIPART_THRESHOLD = 64 * MIB
 DEFAULT_PART_SIZE = 32 * MIB
 
 
-@dataclass(frozen=True, slots=True)
-class Part:
+class Part(NamedTuple):
     """One part: its number (from 1), where it starts in the object, and its length."""
 
     number: int

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -114,6 +116,22 @@ def token(args: argparse.Namespace) -> str | None:
         source = "--token" if args.token else f"${TOKEN_ENV}"
         raise CliError(f"{source}: {exc}", EXIT_USAGE) from None
     return value
+
+
+@contextmanager
+def loading() -> Iterator[None]:
+    """Import a command's libraries with the cyclic garbage collector paused, then freeze what they built.
+    Importing the SDK makes some 30,000 objects (modules, classes, functions) that live until the process
+    exits: the collector found no garbage among them but walked them over and over (about 10 ms of a
+    0.2 s up-to-date pull). Frozen, the command's own collections skip them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def run(operation: Coroutine[Any, Any, T]) -> T:

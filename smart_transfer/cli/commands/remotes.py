@@ -14,6 +14,7 @@ from smart_transfer.cli.commands.common import (
     add_token_option,
     add_workspace_option,
     existing_workspace,
+    loading,
     open_workspace,
     print_json,
     print_rows,
@@ -75,8 +76,9 @@ def run_remote_remove(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from smart_transfer.client.client import Client
-    from smart_transfer.client.inspection.status import DIVERGED
+    with loading():
+        from smart_transfer.client.client import Client
+        from smart_transfer.client.inspection.status import DIVERGED
 
     options, bearer = client_options(args), token(args)
     with existing_workspace(args, read_only=True) as workspace:

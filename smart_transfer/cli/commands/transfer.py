@@ -13,6 +13,7 @@ from smart_transfer.cli.commands.common import (
     add_token_option,
     add_workspace_option,
     existing_workspace,
+    loading,
     open_workspace,
     print_json,
     run,
@@ -100,9 +101,10 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 
 def run_transfer(args: argparse.Namespace) -> int:
-    from smart_transfer.cli.progress import ProgressBar
+    with loading():
+        from smart_transfer.cli.progress import ProgressBar
 
-    options = _checked_options(args)
+        options = _checked_options(args)  # loads the SDK
     if args.command == "pull" and args.follow:
         return run_follow(args, options)
     bar = ProgressBar() if not args.json else None

@@ -157,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> None:
     """The console script (and ``python -m smart_transfer.cli``): ``main`` as the process's exit status."""
+    from smart_transfer.cli.deferred import defer_unread_modules
+
+    defer_unread_modules()
     code = main()
     # Everything the command built is garbage once it returns, and the interpreter's last collection at
     # exit would walk all of it: 30-40 ms, a sixth of an up-to-date pull. The command closed its files and

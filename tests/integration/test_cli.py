@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import CLI
+from tests.conftest import CLI, ServerProcess, free_port
 
 
 def run(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -199,3 +200,27 @@ def test_diff_of_a_version_not_on_the_chain_is_one_clear_line(tmp_path: Path) ->
         result = run(ws, "diff", "sales", *versions)
         assert result.returncode == 1 and result.stdout == "", versions
         assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_clients_connect_directly_whatever_proxy_the_environment_names(
+    local_server: ServerProcess, tmp_path: Path
+) -> None:
+    """The session, like the object transfers, ignores proxy variables: with every one naming a port
+    nothing listens on, a push and a pull still go straight to the server and its store."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    proxies = {name: dead for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")}
+    env = {**os.environ, **proxies, "NO_PROXY": "", "no_proxy": ""}
+    (tmp_path / "f").write_bytes("proxied? ünïcode".encode())
+    name, url = "proxyless", f"{local_server.url}/proxyless-{tmp_path.name[-8:]}"
+    steps = [("add", name, str(tmp_path / "f")), ("push", name, url, "--json"), ("pull", url, "--as", "back", "--json")]
+    for step, workspace in zip(steps, ("a", "a", "b"), strict=True):
+        done = subprocess.run(
+            [*CLI, *step, "--workspace", str(tmp_path / workspace)],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["objects_transferred"] == 1

@@ -80,6 +80,7 @@ class ClientSession:
                 ping_interval=20,
                 ping_timeout=60,
                 compression=None,
+                proxy=None,  # direct, as the object transfers (no proxy from the environment; docs: pull-push)
             )
         except InvalidStatus as exc:
             raise _handshake_error(ws_url, exc) from None

@@ -5,14 +5,16 @@ its own version in a development checkout; a released websockets never reads it.
 ``urllib.request`` (and with it ``http.client`` and ``email``) to find a proxy in the environment, and
 a session connects without one (as the object transfers do). Loading the two was 49 M of an
 up-to-date pull's 571 M instructions (callgrind), 8.5%. The console script puts a stand-in in each one's
-place: the import system takes the stand-in as loaded (it carries the module's
-spec), and the first attribute anything reads from it loads the real module, whose attributes the
-stand-in then takes on, so a holder of either sees the same module. (``importlib.util.LazyLoader`` does
-not serve here: on Python 3.11 an import statement reads the module's ``__spec__``, which loads it.)
+place: the import system takes the stand-in as loaded (it carries the module's spec), and the first
+attribute anything reads or writes loads the real module. From then on the stand-in passes every read
+and write through to it, so a holder of either sees (and patches) the same module; the import system
+itself hands out the real one. (``importlib.util.LazyLoader`` does not serve here: on Python 3.11 an
+import statement reads the module's ``__spec__``, which loads it.)
 """
 
 from __future__ import annotations
 
+import _thread
 import importlib
 import importlib.util
 import sys
@@ -20,19 +22,39 @@ from types import ModuleType
 
 #: What the console script defers.
 DEFERRED = ("importlib.metadata", "urllib.request")
+#: One load at a time: two threads reading a stand-in at once must not both swap it out.
+_LOADING = _thread.RLock()
 
 
 class DeferredModule(ModuleType):
-    """Stands in for a module until an attribute is read from it."""
+    """Stands in for a module until an attribute is read or written, then passes both through to it."""
+
+    def _real(self) -> ModuleType:
+        loaded: ModuleType | None = self.__dict__.get("_deferred_real")
+        if loaded is not None:
+            return loaded
+        with _LOADING:
+            loaded = self.__dict__.get("_deferred_real")
+            if loaded is None:
+                name = self.__name__
+                if sys.modules.get(name) is self:
+                    del sys.modules[name]
+                loaded = importlib.import_module(name)
+                self.__dict__["_deferred_real"] = loaded
+        return loaded
 
     def __getattr__(self, name: str) -> object:
-        # only called for an attribute the stand-in lacks: anything but its name and spec, until loaded
-        name_of_module = self.__name__
-        if sys.modules.get(name_of_module) is self:
-            del sys.modules[name_of_module]
-        real = importlib.import_module(name_of_module)
-        self.__dict__.update(real.__dict__)
-        return getattr(real, name)
+        # only called for what the stand-in lacks: everything but its name and spec
+        return getattr(self._real(), name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        setattr(self._real(), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._real(), name)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._real())
 
 
 def defer(name: str) -> None:
@@ -43,7 +65,7 @@ def defer(name: str) -> None:
     if spec is None:
         return
     stand_in = DeferredModule(name)
-    stand_in.__spec__ = spec
+    stand_in.__dict__["__spec__"] = spec  # not through __setattr__, which would load the module
     sys.modules[name] = stand_in
     package, _, attribute = name.rpartition(".")
     if package:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +90,10 @@ class Repository:
         self.close()
 
 
+#: What a workspace directory holds: its store, its index and its datasets' remotes.
+STORE_DIR, INDEX_DIR, REMOTES_DIR = "store", "index", "remotes"
+
+
 class Workspace(Repository):
     """The client's local repository: a LocalStore plus index under one directory, and the remote
     each dataset syncs with by default.
@@ -99,14 +104,14 @@ class Workspace(Repository):
     def __init__(self, root: Path, *, read_only: bool = False) -> None:
         self.root = Path(root)
         #: The workspace's store, with the file-level operations a LocalStore offers.
-        self.local_store = LocalStore(self.root / "store")
-        super().__init__(self.local_store, self.root / "index", read_only=read_only)
-        self.remotes = Remotes(self.root / "remotes")
+        self.local_store = LocalStore(self.root / STORE_DIR)
+        super().__init__(self.local_store, self.root / INDEX_DIR, read_only=read_only)
+        self.remotes = Remotes(self.root / REMOTES_DIR)
 
     @classmethod
     def open_existing(cls, root: Path, *, read_only: bool = False) -> Workspace:
         """The workspace at ``root``; WorkspaceNotFound instead of creating one (read-only commands)."""
-        if not (Path(root) / "index").is_dir():
+        if not (Path(root) / INDEX_DIR).is_dir():
             raise WorkspaceNotFound(f"no workspace at {root} (pull or add a dataset first, or give --workspace)")
         return cls(root, read_only=read_only)
 
@@ -124,3 +129,45 @@ class Workspace(Repository):
     def default_root() -> Path:
         """``$SMART_TRANSFER_WORKSPACE`` or ``./.smart-transfer/workspace``."""
         return Path(os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE)
+
+
+class NewWorkspace:
+    """A workspace about to be created (a pull from a URL into a directory that holds none), so that a
+    failure can take back what it created: a refused or unreachable first pull changes nothing."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        #: The highest directory on the way to the root that does not exist yet (None: the root exists).
+        self.first_missing: Path | None = None
+        for path in (self.root, *self.root.parents):
+            if os.path.lexists(path):
+                break
+            self.first_missing = path
+        #: The parts that were there before: what the workspace did not create is never removed.
+        self.existing = {part for part in (STORE_DIR, INDEX_DIR, REMOTES_DIR) if os.path.lexists(self.root / part)}
+
+    @classmethod
+    def at(cls, root: Path) -> NewWorkspace | None:
+        """The workspace at ``root`` when it has no index yet; None when it has one."""
+        return None if os.path.lexists(Path(root) / INDEX_DIR) else cls(root)
+
+    def discard_unless_used(self) -> None:
+        """Remove what was created, unless it holds what a re-run resumes from: a stored object, a
+        remembered remote, or a download in progress (the store's staging files)."""
+        store = self.root / STORE_DIR
+        created = _names(self.root) - self.existing
+        if _names(store) - {INTERNAL_DIR} or _names(store / INTERNAL_DIR / "tmp") or REMOTES_DIR in created:
+            return
+        if self.first_missing is not None:
+            shutil.rmtree(self.first_missing, ignore_errors=True)
+            return
+        for part in created & {STORE_DIR, INDEX_DIR}:
+            shutil.rmtree(self.root / part, ignore_errors=True)
+
+
+def _names(directory: Path) -> set[str]:
+    """The names in ``directory`` (none when it is not one, or cannot be read)."""
+    try:
+        return {entry.name for entry in directory.iterdir()} if directory.is_dir() else set()
+    except OSError:
+        return set()

@@ -224,3 +224,24 @@ def test_clients_connect_directly_whatever_proxy_the_environment_names(
         )
         assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["objects_transferred"] == 1
+
+
+def test_a_first_pull_that_cannot_reach_its_server_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The workspace a first pull creates is taken back when the pull fails before anything arrived: in
+    an existing directory (only what the pull made goes), at a path none of whose directories exist, and
+    never in a workspace that was there before."""
+    empty, other = tmp_path / "empty", tmp_path / "empty" / "notes.txt"
+    empty.mkdir()
+    other.write_text("not the workspace's")
+    existing = tmp_path / "existing"
+    (tmp_path / "f").write_bytes(b"x")
+    assert run(existing, "add", "kept", str(tmp_path / "f")).returncode == 0
+    before = sorted(p.relative_to(existing) for p in (existing / "store").rglob("*"))
+    dead = f"http://127.0.0.1:{free_port()}/x"
+    for workspace in (empty, tmp_path / "missing" / "deep" / "ws", existing):
+        result = run(workspace, "pull", dead)
+        assert result.returncode == 1 and "Unreachable" in result.stderr, result.stderr
+    assert sorted(p.name for p in empty.iterdir()) == ["notes.txt"] and other.read_text() == "not the workspace's"
+    assert not (tmp_path / "missing").exists()
+    assert sorted(p.relative_to(existing) for p in (existing / "store").rglob("*")) == before
+    assert [d["name"] for d in orjson.loads(run(existing, "list", "--json").stdout)] == ["kept"]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from smart_transfer.client.client import Client
     from smart_transfer.client.flows.moving import ProgressCallback, TransferSummary
     from smart_transfer.repo import Workspace
+    from smart_transfer.repo.repository import NewWorkspace
 
 #: The options of pull and push, by group in --help (the rest: ClientOptions' own order).
 LARGE_OBJECTS = ("parallel_parts", "range_threshold", "range_size")
@@ -102,11 +103,32 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 def run_transfer(args: argparse.Namespace) -> int:
     with loading():
-        from smart_transfer.cli.progress import ProgressBar
-
         options = _checked_options(args)  # loads the SDK
-    if args.command == "pull" and args.follow:
-        return run_follow(args, options)
+    created = _new_workspace(args)
+    try:
+        if args.command == "pull" and args.follow:
+            return run_follow(args, options)
+        return _transfer(args, options)
+    except BaseException:
+        if created is not None:  # a refused or unreachable first pull leaves nothing behind
+            created.discard_unless_used()
+        raise
+
+
+def _new_workspace(args: argparse.Namespace) -> NewWorkspace | None:
+    """The workspace a pull from a URL is about to create, if it is one (see ``_workspace``)."""
+    from smart_transfer.client.remote import is_url
+    from smart_transfer.repo import Workspace
+    from smart_transfer.repo.repository import NewWorkspace
+
+    if args.command != "pull" or not is_url(args.url):
+        return None
+    return NewWorkspace.at(args.workspace or Workspace.default_root())
+
+
+def _transfer(args: argparse.Namespace, options: ClientOptions) -> int:
+    from smart_transfer.cli.progress import ProgressBar
+
     bar = ProgressBar() if not args.json else None
     with _workspace(args) as workspace:
         client = _client(args, options, workspace, bar)

@@ -263,6 +263,12 @@ def test_bad_urls_and_names_give_one_clear_line(smart_server: ServerProcess, tmp
         (("pull", f"{smart_server.url}/ds", "--parallel", "0"), 2, "--parallel"),
         (("pull", f"{smart_server.url}/ds", "--limit-rate", "fast"), 2, "not a size or rate"),
     ]
+    # a workspace with another dataset: a failed first pull leaves none behind for the push to find
+    (tmp_path / "f").write_bytes(b"x")
+    added = subprocess.run(
+        [*CLI, "add", "other", str(tmp_path / "f"), "--workspace", str(tmp_path)], capture_output=True, check=False
+    )
+    assert added.returncode == 0, added.stderr
     for args, code, fragment in cases:
         result = subprocess.run(
             [*CLI, *args, "--workspace", str(tmp_path)], capture_output=True, text=True, check=False

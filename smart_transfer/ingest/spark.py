@@ -49,11 +49,11 @@ def spark_session(
     except ImportError:
         raise SparkUnavailable("ingest needs pyspark: pip install 'smart-transfer[spark]'") from None
     # Python workers (the state writer) must run this interpreter, which has pyarrow and rocksdict
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    launch = {"PYSPARK_PYTHON": sys.executable}
     builder = SparkSession.builder.master(master).appName(app_name)
     if _is_loopback(master):
         # a run on this machine listens on loopback only (driver RPC, block manager; no web UI at all)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        launch["SPARK_LOCAL_IP"] = "127.0.0.1"
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     options = {
         "spark.ui.enabled": "false",
@@ -69,11 +69,27 @@ def spark_session(
     for key, value in options.items():
         builder = builder.config(key, value)
     try:
-        session = builder.getOrCreate()
+        with launch_environment(launch):
+            session = builder.getOrCreate()
     except Exception as exc:  # Java missing, port trouble, too little memory: py4j raises plain exceptions
         raise SparkUnavailable(f"Spark did not start: {innermost_reason(exc)}") from None
     session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return session
+
+
+@contextlib.contextmanager
+def launch_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """The environment the JVM and the Spark context read when they start (pyspark passes its own
+    environment on, and has no other way in): each of ``values`` the process does not set already, for
+    the length of the block only, then the environment as it was (library code leaves the process's
+    environment alone)."""
+    added = {name: value for name, value in values.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 @contextlib.contextmanager

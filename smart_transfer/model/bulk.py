@@ -3,35 +3,38 @@ million small objects that all stay alive, and each allocation burst would make 
 every one of them again (it doubled the decode time). Blocks hold no reference cycles, so nothing is
 lost by pausing the collector for the length of a decode; it runs as usual afterwards.
 
-A process that keeps the decoded blocks for a while (a pull: decode, check, download, commit) can
-also keep them out of later collections: ``collector_paused(keep=True)`` freezes what exists when the
-body ends (``gc.freeze``: never scanned, still freed when unreferenced) and ``thaw()`` hands it back to
-the collector when the operation is done."""
+Library code owns only that scope: it pauses the collector and puts back what it found, and never
+freezes or unfreezes the heap (a process that embeds the SDK keeps its own collector policy; only the
+console script, ``cli/main.py``, sets one for the command-line process)."""
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+_lock = threading.Lock()
+_paused = 0  # scopes open now, in every thread
+_found_enabled = False  # what the first of them found, put back by the last
+
 
 @contextmanager
-def collector_paused(*, keep: bool = False) -> Iterator[None]:
-    """Pause the cyclic garbage collector for the body (nested uses, in one thread or several, are
-    fine: only a use that found it enabled turns it back on). ``keep``: freeze the objects alive when
-    the body ends, so the collector does not walk them (once right away, then again and again as
-    they age) until ``thaw()``."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the body. Nested and concurrent uses (in one thread or
+    several) share one pause: the first to enter notes whether the collector was enabled, the last to
+    leave puts that back, so the collector is never left off by an overlap, nor turned on when the
+    process had turned it off."""
+    global _paused, _found_enabled
+    with _lock:
+        if _paused == 0:
+            _found_enabled = gc.isenabled()
+            gc.disable()
+        _paused += 1
     try:
         yield
     finally:
-        if keep:
-            gc.freeze()
-        if was_enabled:
-            gc.enable()
-
-
-def thaw() -> None:
-    """Give objects frozen by ``collector_paused(keep=True)`` back to the collector."""
-    gc.unfreeze()
+        with _lock:
+            _paused -= 1
+            if _paused == 0 and _found_enabled:
+                gc.enable()

@@ -169,9 +169,7 @@ def resolve_version(repo: DatasetRepository, tip: ChainTip, text: str) -> int:
 
 
 def _version(repo: DatasetRepository, seq: int, data: bytes) -> Version:
-    entry = repo.index.entry_at(repo.name, seq)
-    if entry is None:
-        raise CorruptRepository(f"index of {repo.name} has no block {seq}; delete the index to rebuild it")
+    entry = repo.required_entry(seq)
     return Version(seq, str(entry[0]), decode_block(data).system_time, entry[1])
 
 
@@ -275,8 +273,7 @@ def compare_versions(
         raise VersionError(400, f"from (block {first}) is after to (block {last}): compare an older block with a newer")
     tally = _Tally()
     ends: dict[int, Version] = {}
-    for seq, (block_hash, data) in enumerate(repo.index.chain_hash_texts(repo.name, 0, last)):
-        body = data if data is not None else repo.block_bytes(Multihash.parse(block_hash))
+    for seq, (block_hash, body) in enumerate(repo.chain_hash_texts(0, last)):
         if seq in (first, last):
             ends[seq] = _version(repo, seq, body)
         tally.add(seq, block_hash, body, after_base=seq > first)

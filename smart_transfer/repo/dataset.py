@@ -226,8 +226,7 @@ class DatasetRepository:
             if seq is None or seq > tip.sequence_number:
                 raise KeyError(str(begin_after))
             first = seq + 1
-        for block_hash, data in self.index.chain_blocks(self.name, first, tip.sequence_number):
-            yield block_hash, data if data is not None else self.block_bytes(block_hash)
+        yield from self.chain_blocks(first, tip.sequence_number)
 
     def sequence_of(self, block_hash: Multihash) -> int | None:
         """The sequence number of ``block_hash`` if it is on the current (indexed) chain."""
@@ -246,10 +245,14 @@ class DatasetRepository:
 
     def hash_at(self, seq: int) -> Multihash:
         """The hash of block ``seq`` of the current (indexed) chain."""
+        return self.required_entry(seq)[0]
+
+    def required_entry(self, seq: int) -> tuple[Multihash, int]:
+        """``entry_at(seq)``, which the caller knows is there: CorruptRepository when the index lacks it."""
         entry = self.index.entry_at(self.name, seq)
         if entry is None:
             raise CorruptRepository(f"index of {self.name} has no block {seq}; delete the index to rebuild it")
-        return entry[0]
+        return entry
 
     def chain_tip_at(self, block_hash: Multihash) -> ChainTip | None:
         """The tip the chain had at ``block_hash`` if that block is on the current chain."""
@@ -292,9 +295,98 @@ class DatasetRepository:
         """The manifest of every checkpoint among ``refs`` (from the store)."""
         return {r.physical_hash: self.read_manifest(r) for r in refs if r.kind is ObjectKind.CHECKPOINT}
 
-    def has_object(self, ref: ObjectRef) -> bool:
-        """Whether the object is known present (from the index: no round trip to the store)."""
-        return self.index.object_size(self.name, ref.kind, ref.physical_hash) == ref.size
+    # -- what is committed: the one rule ---------------------------------------------------------
+
+    def committed(self, kind: ObjectKind, object_hash: Multihash, *, resync: bool = False) -> int | None:
+        """The size of the object as committed in this dataset, None when no committed block references
+        it. The index answers, without a round trip to the store. ``resync``: on a miss, bring the index
+        up to the stored head once and ask again (another server may have committed it since; a reader
+        handing out a URL wants that, a writer deciding whether to accept an upload does not need it: a
+        committed object is never written again either way, see ``server/signer.py``)."""
+        size = self.index.object_size(self.name, kind, object_hash)
+        if size is None and resync:
+            self.require_tip()
+            size = self.index.object_size(self.name, kind, object_hash)
+        return size
+
+    def has_object(self, ref: ObjectRef, *, resync: bool = False) -> bool:
+        """Whether ``ref`` is committed with exactly its size (``committed``)."""
+        return self.committed(ref.kind, ref.physical_hash, resync=resync) == ref.size
+
+    def committed_objects(self) -> Iterator[tuple[ObjectKind, Multihash, int]]:
+        """Every object the index holds committed in this dataset: (kind, hash, size)."""
+        return self.index.objects(self.name)
+
+    # -- the indexed chain, read without syncing --------------------------------------------------
+
+    def indexed_tip(self) -> ChainTip | None:
+        """The tip the index was last synced to (``tip`` syncs first)."""
+        return self.index.tip(self.name)
+
+    def cached_block(self, block_hash: Multihash) -> bytes | None:
+        """A block's bytes if the index caches them (content-addressed: valid whatever the head)."""
+        return self.index.block_bytes(self.name, block_hash)
+
+    def cache_blocks(self, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
+        """Cache block bytes by hash (a block uploaded on its own, on no chain yet)."""
+        self.index.record_blocks(self.name, blocks)
+
+    def entry_at(self, seq: int) -> tuple[Multihash, int] | None:
+        """The hash of block ``seq`` of the indexed chain and the next record offset after it."""
+        return self.index.entry_at(self.name, seq)
+
+    def hashes_between(self, first_seq: int, last_seq: int) -> Iterator[Multihash]:
+        """The hashes of blocks ``first_seq..last_seq`` (inclusive) of the indexed chain, in order."""
+        return self.index.hashes_between(self.name, first_seq, last_seq)
+
+    def chain_blocks(self, first_seq: int, last_seq: int) -> Iterator[tuple[Multihash, bytes]]:
+        """Hashes and bytes of blocks ``first_seq..last_seq`` of the indexed chain, in order, in one index
+        scan (bytes an old index did not keep beside its entries are looked up by hash)."""
+        for block_hash, data in self.index.chain_blocks(self.name, first_seq, last_seq):
+            yield block_hash, data if data is not None else self.block_bytes(block_hash)
+
+    def chain_hash_texts(self, first_seq: int, last_seq: int) -> Iterator[tuple[str, bytes]]:
+        """``chain_blocks`` with each hash as its text, unparsed (a scan that needs few of the hashes)."""
+        for text, data in self.index.chain_hash_texts(self.name, first_seq, last_seq):
+            yield text, data if data is not None else self.block_bytes(Multihash.parse(text))
+
+    # -- uploads the server hashed itself (the simple protocol) -----------------------------------
+
+    def record_staged(self, ref: ObjectRef, md5_hex: str) -> None:
+        """Remember the MD5 of an object this server stored after hashing its body, so the commit that
+        references it checks it like a promised one."""
+        self.index.record_staged(self.name, ref.kind, ref.physical_hash, md5_hex)
+
+    def staged_md5(self, kind: ObjectKind, object_hash: Multihash) -> str | None:
+        """The MD5 recorded by ``record_staged`` for the object, if any."""
+        return self.index.staged_md5(self.name, kind, object_hash)
+
+    # -- what a workspace knows of its remotes, and a server of its readers' peers ----------------
+
+    def remote_head(self, remote: str) -> Multihash | None:
+        """The head ``remote`` had when this repository last synced the dataset with it."""
+        return self.index.remote_head(self.name, remote)
+
+    def set_remote_head(self, remote: str, head: Multihash) -> None:
+        """Record the head ``remote`` has now (nothing is written when it is unchanged)."""
+        self.index.set_remote_head(self.name, remote, head)
+
+    @property
+    def writable(self) -> bool:
+        """Whether this repository's index may be written (a read-only open sees it as it was)."""
+        return not self.index.read_only
+
+    def record_peer(self, url: str, value: bytes) -> None:
+        """Remember a peer announcement of the dataset by its URL (the value is the caller's)."""
+        self.index.record_peer(self.name, url, value)
+
+    def peer_records(self) -> Iterator[tuple[str, bytes]]:
+        """Every peer announcement recorded for the dataset: (URL, value)."""
+        return self.index.peer_records(self.name)
+
+    def forget_peers(self, urls: Iterable[str]) -> None:
+        """Drop the peer announcements of ``urls``."""
+        self.index.forget_peers(self.name, urls)
 
     def object_key(self, ref: ObjectRef) -> str:
         return object_key(self.name, ref.kind, ref.physical_hash)

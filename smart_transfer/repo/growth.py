@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from smart_transfer.model import AddData, ChainTip, Multihash, decode_block
+from smart_transfer.model import AddData, ChainTip, decode_block
 from smart_transfer.model.fastblock import slice_size
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.slices import NEW_DATA
 
 #: Most points a growth curve holds, whatever the chain's length.
@@ -55,15 +54,12 @@ def growth(repo: DatasetRepository, tip: ChainTip, most: int = GROWTH_POINTS) ->
     points: list[GrowthPoint] = []
     data_bytes = 0
     position = 0
-    for seq, (block_hash, data) in enumerate(repo.index.chain_hash_texts(repo.name, 0, tip.sequence_number)):
-        body = data if data is not None else repo.block_bytes(Multihash.parse(block_hash))
+    for seq, (_, body) in enumerate(repo.chain_hash_texts(0, tip.sequence_number)):
         if seq > 0:  # block 0 is the base every figure is counted from (diff 0 k)
             data_bytes += _slice_bytes(body)
         if seq != wanted[position]:
             continue
-        entry = repo.index.entry_at(repo.name, seq)
-        if entry is None:
-            raise CorruptRepository(f"index of {repo.name} has no block {seq}; delete the index to rebuild it")
+        entry = repo.required_entry(seq)
         points.append(GrowthPoint(seq, decode_block(body).system_time, entry[1], data_bytes))
         position += 1
         if position == len(wanted):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self, TypeVar
@@ -79,7 +79,21 @@ class Repository:
         heads = dict(zip(unknown, per_dataset(lambda name: self.store.read_ref(head_key(name)), unknown), strict=True))
         return [name for name in names if name not in heads or heads[name] is not None]
 
+    def check_index(self) -> None:
+        """Raise RepositoryError unless the index can be written and read back (a readiness probe)."""
+        self.index.check()
+
+    def slice_stats(self, format_version: int, hashes: Sequence[str]) -> list[bytes | None]:
+        """The statistics recorded for each slice by physical hash (None where none are): they are the
+        content's, kept once for every dataset of the repository."""
+        return self.index.slice_stats(format_version, hashes)
+
+    def record_slice_stats(self, format_version: int, records: Iterable[tuple[str, bytes]]) -> None:
+        """Record slice statistics by physical hash, in one atomic batch."""
+        self.index.record_slice_stats(format_version, records)
+
     def close(self) -> None:
+        """Close the index and the store."""
         self.index.close()
         self.store.close()
 

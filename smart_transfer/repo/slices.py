@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from smart_transfer.model import AddData, ChainTip, DataSlice, Multihash, ObjectKind, ObjectRef, decode_block
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.repo.errors import CorruptRepository, HeadMoved
+from smart_transfer.repo.errors import HeadMoved
 
 #: Canonical block bytes name this only as the key of an AddData's slice (inside a text value a quote is
 #: escaped), so a block whose bytes lack it adds no data slice and need not be decoded.
@@ -47,7 +47,7 @@ class ChainSlices:
 
     def check_pinned(self) -> None:
         """HeadMoved when the indexed chain no longer holds ``tip`` (a forced pull rewrote it since)."""
-        entry = self.dataset.index.entry_at(self.dataset.name, self.tip.sequence_number)
+        entry = self.dataset.entry_at(self.tip.sequence_number)
         if entry is None or entry[0] != self.tip.head:
             raise HeadMoved(str(self.tip.head), str(entry[0]) if entry is not None else None)
 
@@ -56,10 +56,7 @@ class ChainSlices:
         self.check_pinned()
         # one scan of the index (hashes and bytes together), not two lookups per block: the last records
         # of a long chain whose slices lie far apart cost one pass over the blocks between
-        for seq, (block_hash, data) in enumerate(
-            self.dataset.index.chain_blocks(self.dataset.name, first, last), first
-        ):
-            body = data if data is not None else self.dataset.block_bytes(block_hash)
+        for seq, (block_hash, body) in enumerate(self.dataset.chain_blocks(first, last), first):
             if NEW_DATA not in body:
                 continue  # no slice (canonical bytes name it only as the event's key): not decoded
             event = decode_block(body).event
@@ -72,10 +69,7 @@ class ChainSlices:
         low, high = 0, self.tip.sequence_number
         while low < high:
             middle = (low + high) // 2
-            entry = self.dataset.index.entry_at(self.dataset.name, middle)
-            if entry is None:
-                raise CorruptRepository(f"index of {self.dataset.name} has no block {middle}; delete it to rebuild")
-            if entry[1] > offset:
+            if self.dataset.required_entry(middle)[1] > offset:
                 high = middle
             else:
                 low = middle + 1

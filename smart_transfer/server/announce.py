@@ -59,10 +59,10 @@ class PeerBook:
         others = [a for a in self._live(dataset) if a.url != url]
         excess = len(others) - MAX_ANNOUNCEMENTS_PER_DATASET + 1
         if excess > 0:
-            dataset.index.forget_peers(dataset.name, [a.url for a in others[:excess]])
+            dataset.forget_peers([a.url for a in others[:excess]])
         ends = time.time() + self.ttl_seconds
         announcement = Announcement(url, str(head), ends if until is None else min(ends, until), subject)
-        dataset.index.record_peer(dataset.name, url, announcement.encode())
+        dataset.record_peer(url, announcement.encode())
 
     def listed(self, dataset: DatasetRepository, exclude: str | None = None) -> list[PeerSource]:
         """The live peers of ``dataset`` for one pull plan (not the client's own announcement)."""
@@ -73,12 +73,12 @@ class PeerBook:
         """Live announcements, oldest first; expired ones are dropped on the way."""
         now = time.time()
         live, expired = [], []
-        for url, value in dataset.index.peer_records(dataset.name):
+        for url, value in dataset.peer_records():
             announcement = Announcement.decode(url, value)
             if announcement is None or announcement.expires_at <= now:
                 expired.append(url)
             else:
                 live.append(announcement)
-        if expired and not dataset.index.read_only:
-            dataset.index.forget_peers(dataset.name, expired)
+        if expired and dataset.writable:
+            dataset.forget_peers(expired)
         return sorted(live, key=lambda a: a.expires_at)

@@ -63,7 +63,7 @@ async def readiness(state: ServerState) -> Readiness:
             f"storage stopped answering: no answer within {timeout:g} s",
         ),
         _bounded_check(
-            repository.index.check,
+            repository.check_index,
             timeout + 1.0,
             f"no answer within {timeout:g} s (every worker thread is busy, or the disk stalls)",
         ),

@@ -51,7 +51,7 @@ def describe(repo: DatasetRepository, block: str | None) -> DatasetInfo:
     if block is not None:
         position = BlockPosition(hash=block, sequence_number=repo.sequence_of(Multihash.parse(block)))
     totals = {kind: [0, 0] for kind in ObjectKind}
-    for kind, _, size in repo.index.objects(repo.name):
+    for kind, _, size in repo.committed_objects():
         totals[kind][0] += 1
         totals[kind][1] += size
     data, checkpoints = totals[ObjectKind.DATA], totals[ObjectKind.CHECKPOINT]
@@ -123,10 +123,10 @@ async def read_head(dataset: DatasetParam, state: State) -> Response:
 
 def _block(repo: DatasetRepository, wanted: Multihash) -> bytes:
     # content-addressed: cached bytes are valid whatever the head; sync only on a miss
-    data = repo.index.block_bytes(repo.name, wanted)
+    data = repo.cached_block(wanted)
     if data is None:
         repo.require_tip()
-        data = repo.index.block_bytes(repo.name, wanted)
+        data = repo.cached_block(wanted)
     if data is None:  # on no chain (a push in flight, REST uploads): packs not cached yet, read once
         data = repo.find_block(wanted)
     if data is None:

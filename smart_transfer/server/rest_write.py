@@ -110,7 +110,7 @@ async def write_head(
 def _store_block(repo: DatasetRepository, wanted: Multihash, data: bytes) -> bool:
     # one object per block until the head move packs them (another replica may take that request)
     created = repo.blocks.write_single(wanted, data)
-    repo.index.record_blocks(repo.name, [(wanted, data)])
+    repo.cache_blocks([(wanted, data)])
     return created
 
 
@@ -186,7 +186,7 @@ def _already_held(repo: DatasetRepository, kind: ObjectKind, wanted: Multihash, 
     if declared is None or not declared.isdigit():
         return False
     ref = ObjectRef(kind, wanted, int(declared))
-    if not repo.has_object(ref) and repo.index.staged_md5(repo.name, kind, wanted) is None:
+    if not repo.has_object(ref) and repo.staged_md5(kind, wanted) is None:
         return False
     return stored_as_promised(repo.store.head(repo.object_key(ref)), ref.size)
 
@@ -198,7 +198,7 @@ def _stage_object(repo: DatasetRepository, ref: ObjectRef, temp: Path, md5_hex: 
     key = repo.object_key(ref)
     created = not stored_as_promised(repo.store.head(key), ref.size, md5_hex)
     etag = repo.store.put_file(key, temp).etag if created else md5_hex
-    repo.index.record_staged(repo.name, ref.kind, ref.physical_hash, etag)
+    repo.record_staged(ref, etag)
     return created, repo.has_object(ref)
 
 

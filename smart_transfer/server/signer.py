@@ -21,10 +21,7 @@ from smart_transfer.storage import PresignedRequest
 def committed_size(dataset: DatasetRepository, kind: ObjectKind, wanted: Multihash) -> int:
     """The size of a committed object of ``dataset`` (ObjectNotFound when the index, synced to the
     stored head once on a miss, does not hold it; DatasetNotFound when the dataset has no head)."""
-    size = dataset.index.object_size(dataset.name, kind, wanted)
-    if size is None:  # maybe committed by another server since: sync the head once and look again
-        dataset.require_tip()
-        size = dataset.index.object_size(dataset.name, kind, wanted)
+    size = dataset.committed(kind, wanted, resync=True)  # another server may have committed it since
     if size is None:
         raise ProtocolError(ErrorCode.OBJECT_NOT_FOUND, f"no committed {kind.value} object {wanted} in {dataset.name}")
     return size
@@ -67,7 +64,7 @@ class Signer:
     @staticmethod
     def _uncommitted(dataset: DatasetRepository, ref: ObjectRef) -> None:
         # at any size: the key holds no size, so a PUT "of another size" would overwrite the committed bytes
-        if dataset.index.object_size(dataset.name, ref.kind, ref.physical_hash) is not None:
+        if dataset.committed(ref.kind, ref.physical_hash) is not None:
             raise ProtocolError(
                 ErrorCode.OBJECT_NOT_ALLOWED,
                 f"{ref.label} is committed in {dataset.name}: it is never written again",

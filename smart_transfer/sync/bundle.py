@@ -117,13 +117,10 @@ def bundle_from_tarball(
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES,
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     held: PageSource = no_pages,
-    *,
-    keep: bool = False,
 ) -> Bundle:
     """Unpack, decode and check a metadata tarball of at most ``max_blocks`` blocks; manifest pages
-    it leaves out come from ``held`` (the receiver's store). ``keep``: the caller keeps the bundle for
-    a while and thaws it after (``model.bulk.collector_paused``)."""
-    with collector_paused(keep=keep):
+    it leaves out come from ``held`` (the receiver's store)."""
+    with collector_paused():  # see model/bulk.py
         unpacked = unpack_blocks(data, max_blocks, max_expanded_bytes)
         bundle = check_bundle(decode_blocks(unpacked.blocks), unpacked.manifests, held)
     bundle.pack = unpacked.pack

@@ -68,7 +68,7 @@ def _small_listing(dataset: DatasetRepository, kind: ObjectKind, count: int) -> 
     if not dataset.store.round_trips or budget == 0:
         return None
     if kind is ObjectKind.DATA:
-        tip = dataset.index.tip(dataset.name)
+        tip = dataset.indexed_tip()
         if (tip.sequence_number + 1 if tip is not None else 0) + count > budget:
             return None
     found: dict[str, ObjectInfo] = {}
@@ -109,9 +109,7 @@ def verify_uploads(
         if key not in heads:
             continue  # committed
         info = heads[key]
-        etag = promised_etags.get((ref.kind, ref.physical_hash)) or dataset.index.staged_md5(
-            dataset.name, ref.kind, ref.physical_hash
-        )
+        etag = promised_etags.get((ref.kind, ref.physical_hash)) or dataset.staged_md5(ref.kind, ref.physical_hash)
         problem = _problem(dataset, ref, info, etag)
         if problem is not None:
             failures.append(problem)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +106,43 @@ def test_a_simple_protocol_transfer_opens_one_connection_pool(
     with SyncClient(tmp_path / "b", protocol="simple", parallel=3) as client:
         pulled = client.pull(f"{local_server.url}/pooled")
     assert (pulled.objects_transferred, opened) == (4, [3, 3])
+
+
+#: A host process that embeds the SDK with a collector policy of its own: a pull and a push must leave
+#: it exactly as they found it (nothing frozen or unfrozen, enabled or disabled, thresholds kept).
+_EMBEDDING_HOST = """
+import gc, json, sys
+from smart_transfer.client import SyncClient
+keep = [[object()] for _ in range(1000)]
+gc.freeze()  # the host's own frozen objects (a pre-fork server does this)
+gc.set_threshold(1234, 7, 9)
+if sys.argv[4] == "off":
+    gc.disable()
+def state():
+    return {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}
+before = state()
+with SyncClient(sys.argv[1]) as client:
+    client.push("embedded", sys.argv[3])
+with SyncClient(sys.argv[2]) as client:
+    client.pull(sys.argv[3], as_name="copy")
+print(json.dumps({"before": before, "after": state()}))
+"""
+
+
+@pytest.mark.parametrize("collector", ["on", "off"])
+def test_an_embedding_process_keeps_its_collector_state(
+    local_server: ServerProcess, tmp_path: Path, collector: str
+) -> None:
+    run_cli("add", "embedded", *map(str, make_files(tmp_path / "in", 4, 1000)), workspace=tmp_path / "a")
+    url = f"{local_server.url}/embedded-{collector}"
+    result = subprocess.run(
+        [sys.executable, "-c", _EMBEDDING_HOST, str(tmp_path / "a"), str(tmp_path / "b"), url, collector],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    states = json.loads(result.stdout)
+    assert states["after"] == states["before"]
+    assert states["before"]["frozen"] > 0 and states["before"]["enabled"] is (collector == "on")

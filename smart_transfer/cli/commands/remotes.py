@@ -38,7 +38,7 @@ def run_remote_list(args: argparse.Namespace) -> int:
         for name, url in workspace.remotes.items():
             if args.dataset is not None and name != args.dataset:
                 continue
-            seen = workspace.index.remote_head(name, url)
+            seen = workspace.dataset(name).remote_head(url)
             rows.append({"dataset": str(name), "remote": url, "last_seen_head": str(seen) if seen else None})
     print_rows(
         rows,

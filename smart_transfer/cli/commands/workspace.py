@@ -84,7 +84,7 @@ def run_log(args: argparse.Namespace) -> int:
     with existing_workspace(args, read_only=True) as workspace:
         dataset = workspace.dataset(args.dataset)
         tip = dataset.require_tip()
-        hashes = list(dataset.index.hashes_between(dataset.name, 0, tip.sequence_number))[::-1]
+        hashes = list(dataset.hashes_between(0, tip.sequence_number))[::-1]
         for block_hash in hashes[: args.limit]:
             seq, time, kind, event = _describe_event(dataset.block_bytes(block_hash))
             if args.json:

@@ -29,7 +29,6 @@ from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
 from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
-from smart_transfer.model.bulk import thaw
 from smart_transfer.model.manifest import CheckpointManifest, pages_wanted
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.objects import with_files
@@ -190,14 +189,6 @@ class _Job(Struct, frozen=True):
 async def _increment(job: _Job, channel: PullChannel) -> tuple[TransferSummary, bool]:
     """One pull in an open channel, everything but its last message; returns its summary and whether
     the session is still open (a server that found the local head unknown ended it)."""
-    try:
-        return await _pull_increment(job, channel)
-    finally:
-        thaw()  # the received blocks, kept out of the collector's walks while this pull used them
-
-
-async def _pull_increment(job: _Job, channel: PullChannel) -> tuple[TransferSummary, bool]:
-    """``_increment`` without the collector's bookkeeping."""
     dataset = job.dataset
     tip = await asyncio.to_thread(dataset.tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
@@ -264,7 +255,7 @@ async def _fetch_objects(
     summary.blocks = len(bundle.blocks)
     summary.up_to_date = not bundle.blocks
     if new_tip is not None:
-        await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, summary.remote, new_tip.head)
+        await asyncio.to_thread(dataset.set_remote_head, summary.remote, new_tip.head)
 
 
 async def _download(

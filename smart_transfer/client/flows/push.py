@@ -106,7 +106,7 @@ async def push(
     dataset = workspace.dataset(name)
     tip = await asyncio.to_thread(dataset.require_tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
-    expected = await asyncio.to_thread(workspace.index.remote_head, dataset.name, remote.url)
+    expected = await asyncio.to_thread(dataset.remote_head, remote.url)
     options = replace(options, timeouts=transport.object_timeouts(options.timeouts, upload=True))
     for _ in range(MAX_STALE_HEAD_RETRIES):
         try:
@@ -153,7 +153,7 @@ async def _push_once(
             prepare = _hasher(workspace, dataset, terms)
             summary.moved(await _upload(workspace, dataset, beat, options, files, terms.page_limit, prepare))
         new_head = await channel.finish(tip.head)
-    await asyncio.to_thread(workspace.index.set_remote_head, dataset.name, remote.url, new_head)
+    await asyncio.to_thread(dataset.set_remote_head, remote.url, new_head)
     summary.new_head = str(new_head)
     summary.blocks = len(bundle.blocks)
     summary.up_to_date = new_head == current  # no block sent, and no forced move back either

@@ -68,7 +68,7 @@ def _checked_blocks(dataset: DatasetRepository, last: int, report: VerifyReport)
     """The chain's blocks, each checked against its hash and decoded, then the chain rules."""
     stored = _stored_blocks(dataset, report)
     blocks: list[NewBlock] = []
-    for block_hash in dataset.index.hashes_between(dataset.name, 0, last):
+    for block_hash in dataset.hashes_between(0, last):
         try:
             content = stored.get(block_hash) or dataset.blocks.read_single(block_hash)
             if content is None:

@@ -87,8 +87,7 @@ class SmartPull(PullChannel):
         bundle = Bundle()
         if answer.transfer_plan.num_blocks > 0:
             try:
-                # kept out of the collector's walks until the pull flow is done with it (model/bulk.py)
-                bundle = bundle_from_tarball(await self._metadata(), held=local.pages, keep=True)
+                bundle = bundle_from_tarball(await self._metadata(), held=local.pages)
             except ProtocolError as exc:
                 raise from_protocol(exc, remote=False, context="the server sent invalid metadata: ") from None
         begin_after = Multihash.parse(answer.begin_after) if answer.begin_after else None

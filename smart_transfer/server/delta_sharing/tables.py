@@ -182,7 +182,7 @@ class Tables:
 
     def _recorded(self, keys: list[str]) -> dict[str, SliceStats]:
         """The statistics the index records for ``keys`` (one multi-get)."""
-        recorded = self.repository.index.slice_stats(STATS_FORMAT, keys)
+        recorded = self.repository.slice_stats(STATS_FORMAT, keys)
         return {key: stats_from_bytes(raw) for key, raw in zip(keys, recorded, strict=True) if raw is not None}
 
     def _read_footers(self, history: TableHistory, missing: list[DataSlice]) -> dict[str, SliceStats]:
@@ -195,7 +195,7 @@ class Tables:
         parquet = [
             (key, stats_to_bytes(stats)) for (key, stats), (_, ok) in zip(found.items(), read, strict=True) if ok
         ]
-        self.repository.index.record_slice_stats(STATS_FORMAT, parquet)
+        self.repository.record_slice_stats(STATS_FORMAT, parquet)
         return found
 
     def _remember(self, found: dict[str, SliceStats]) -> None:

@@ -109,7 +109,7 @@ def block_page(
         rows = _slice_rows(repo, entry, page, per, on_read)
     if isinstance(event, AddData) and event.new_checkpoint is not None:
         files = _checkpoint_files(repo, event.new_checkpoint)
-    index_entry = repo.index.entry_at(repo.name, seq)
+    index_entry = repo.entry_at(seq)
     next_offset = index_entry[1] if index_entry else None
     return {
         "name": str(repo.name),

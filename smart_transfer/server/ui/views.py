@@ -97,7 +97,7 @@ class Preview:
 def dataset_row(repo: DatasetRepository) -> DatasetRow:
     """A dataset's summary (its index brought up to its head)."""
     info = describe(repo, None)
-    head_block = repo.index.block_bytes(repo.name, repo.hash_at(info.blocks - 1))
+    head_block = repo.cached_block(repo.hash_at(info.blocks - 1))
     last = decode_block(head_block).system_time if head_block is not None else ""
     return DatasetRow(info.name, info.head, info.blocks, info.records, info.data.bytes, info.checkpoints.bytes, last)
 
@@ -132,8 +132,7 @@ def _chain_row(sequence: int, block_hash: str, data: bytes) -> ChainRow:
 def chain_rows(repo: DatasetRepository, tip: ChainTip, first: int, last: int) -> list[ChainRow]:
     """Blocks ``first..last`` (sequence numbers, inclusive) newest first, read in one index scan."""
     rows = []
-    for offset, (block_hash, data) in enumerate(repo.index.chain_blocks(repo.name, first, last)):
-        body = data if data is not None else repo.block_bytes(block_hash)
+    for offset, (block_hash, body) in enumerate(repo.chain_blocks(first, last)):
         rows.append(_chain_row(first + offset, str(block_hash), body))
     rows.reverse()
     return rows
@@ -199,8 +198,7 @@ def scan_about(repo: DatasetRepository, tip: ChainTip) -> About:
     schema: SetDataSchema | None = None
     info: SetInfo | None = None
     first: DataSlice | None = None
-    for block_hash, data in repo.index.chain_blocks(repo.name, 0, tip.sequence_number):
-        body = data if data is not None else repo.block_bytes(block_hash)
+    for _, body in repo.chain_blocks(0, tip.sequence_number):
         if not _names_about(body, first is None):
             continue
         event = decode_block(body).event

@@ -1,0 +1,118 @@
+"""Boundaries that hold by structure (ARCHITECTURE.md, rule 12), measured on the tree itself: callers ask a
+dataset, never its index; library code never changes process-wide state (the collector, the environment);
+only the console script does."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "smart_transfer"
+#: The package that owns the index: the repository is the boundary every other package asks.
+REPOSITORY = PACKAGE / "repo"
+#: The console script's package: the one place that sets a policy for the whole process.
+CONSOLE = PACKAGE / "cli"
+#: Calls that change the collector for the whole process (pausing it in a scope that puts back what it
+#: found, ``model/bulk.py``, is a scope's own business and allowed).
+COLLECTOR_POLICY = {"freeze", "unfreeze", "set_threshold"}
+#: Ways to change the process's environment.
+ENVIRONMENT_WRITES = {"putenv", "unsetenv"}
+ENVIRONMENT_METHODS = {"setdefault", "update", "pop", "clear", "popitem"}
+
+
+def _tree(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _library_files(excluded: Path) -> list[Path]:
+    return [path for path in sorted(PACKAGE.rglob("*.py")) if excluded not in path.parents]
+
+
+def index_reaches(tree: ast.AST) -> list[int]:
+    """Lines that reach through something's ``.index`` (``x.index.y``) or name the index class."""
+    reaches = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "index"
+    ]
+    imports = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "RepositoryIndex" for alias in node.names)
+    ]
+    return sorted(reaches + imports)
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def process_state_changes(tree: ast.AST, environment_scopes: set[str] = frozenset()) -> list[str]:
+    """What ``tree`` does to process-wide state: collector policy calls and writes to the environment
+    (outside the functions named in ``environment_scopes``, which put back what they change)."""
+    found = []
+    scoped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name in environment_scopes:
+            scoped.update(id(inner) for inner in ast.walk(node))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner, name = ast.unparse(node.func.value), node.func.attr
+            if owner == "gc" and name in COLLECTOR_POLICY:
+                found.append(f"{node.lineno}: gc.{name}()")
+            elif id(node) not in scoped and (
+                (owner == "os" and name in ENVIRONMENT_WRITES)
+                or (_is_environ(node.func.value) and name in ENVIRONMENT_METHODS)
+            ):
+                found.append(f"{node.lineno}: {ast.unparse(node.func)}()")
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store | ast.Del)
+            and _is_environ(node.value)
+            and id(node) not in scoped
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)} set")
+    return found
+
+
+def test_no_code_outside_the_repository_reaches_into_its_index() -> None:
+    files = _library_files(REPOSITORY)
+    assert len(files) > 100
+    offences = [f"{path.relative_to(PACKAGE)}:{line}" for path in files for line in index_reaches(_tree(path))]
+    assert not offences, "ask the dataset (DatasetRepository), not its index:\n" + "\n".join(offences)
+
+
+def test_the_index_scan_finds_a_reach_and_an_import() -> None:
+    code = (
+        "from smart_transfer.repo.index import RepositoryIndex\n"
+        "size = dataset.index.object_size(name, kind, h)\n"
+        "position = text.index(':')\n"
+        "value = item.index\n"
+    )
+    assert index_reaches(ast.parse(code)) == [1, 2]
+
+
+def test_library_code_leaves_the_collector_and_the_environment_alone() -> None:
+    files = _library_files(CONSOLE)
+    offences = [
+        f"{path.relative_to(PACKAGE)}:{change}"
+        for path in files
+        # the one scope that sets the environment a JVM starts with, and puts it back
+        for change in process_state_changes(_tree(path), {"launch_environment"})
+    ]
+    assert not offences, "only the console script (cli/) sets process-wide policy:\n" + "\n".join(offences)
+
+
+def test_the_process_state_scan_finds_each_kind_of_change() -> None:
+    code = (
+        "gc.freeze()\ngc.unfreeze()\ngc.disable()\n"
+        "os.environ['A'] = '1'\nos.environ.setdefault('B', '2')\nos.putenv('C', '3')\n"
+        "def scope():\n    os.environ.update(x)\n"
+    )
+    assert sorted(process_state_changes(ast.parse(code), {"scope"})) == [
+        "1: gc.freeze()",
+        "2: gc.unfreeze()",
+        "4: os.environ['A'] set",
+        "5: os.environ.setdefault()",
+        "6: os.putenv()",
+    ]

@@ -24,10 +24,11 @@ import boto3
 
 from smart_transfer.model import Multihash
 from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, UploadPart
+from smart_transfer.transfer.choice import open_library
 from smart_transfer.transfer.http import download, upload
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.multipart import upload_parts
-from smart_transfer.transfer.transport import LIBRARIES, open_library
+from smart_transfer.transfer.transport import LIBRARIES
 
 OBJECT_BYTES = 8 * 1024 * 1024
 

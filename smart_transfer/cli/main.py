@@ -90,6 +90,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, SmartTransferError):
         return _sdk_exit(exc), str(exc)
     if isinstance(exc, TransferRefused):
+        # only a failure pays for this import
         from smart_transfer.protocol.codes import REJECTIONS
 
         return (EXIT_REJECTED if exc.code in REJECTIONS else EXIT_ERROR), f"transfer refused: {exc}"
@@ -99,6 +100,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
 
 
 def _sdk_exit(exc: SmartTransferError) -> int:
+    # only a failure pays for this import
     from smart_transfer.protocol.codes import ErrorCode
 
     if exc.rejected:
@@ -110,6 +112,7 @@ def _sdk_exit(exc: SmartTransferError) -> int:
 
 def _lower_exit(exc: BaseException) -> tuple[int, str]:
     """The exit of an error a lower layer raised past the SDK (the workspace's, the store's)."""
+    # only a failure pays for these imports
     from smart_transfer.config import SettingError
     from smart_transfer.model import InvalidDatasetName, ModelError
     from smart_transfer.repo import HeadMoved, RepositoryError
@@ -157,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> None:
     """The console script (and ``python -m smart_transfer.cli``): ``main`` as the process's exit status."""
+    # the console's first step: the stand-ins are in place before any command imports
     from smart_transfer.cli.deferred import defer_unread_modules
 
     defer_unread_modules()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from smart_transfer.client.flows.moving import ProgressUpdate
+from smart_transfer.client.flows.job import ProgressUpdate
 
 #: Seconds between redraws.
 REDRAW_INTERVAL = 0.2

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from smart_transfer.client.flows.follow import Follower
-from smart_transfer.client.flows.moving import FlowOptions, ProgressCallback, ProgressUpdate, TransferSummary
+from smart_transfer.client.flows.job import ClientTools, FlowJob, ProgressCallback, ProgressUpdate
+from smart_transfer.client.flows.moving import TransferSummary
 from smart_transfer.client.flows.pull import follow as follow_flow
 from smart_transfer.client.flows.pull import pull as pull_flow
 from smart_transfer.client.flows.push import push as push_flow
@@ -80,22 +81,18 @@ class Client:
         bearer token (spaces, control characters) raises ``InvalidToken`` (a ValueError). ``workspace`` None: a
         client for the server-side calls only (``list_datasets``)."""
         self._workspace = workspace
-        self.settings = (options or ClientOptions()).with_values(**values)
+        options = options or ClientOptions()
+        self.settings = options.with_values(**values) if values else options
         check_token(token)
         self.token = token
         self.warn = warn or log.warning
         self.transport = transport
         settings = self.settings
-        self.options = FlowOptions(
-            parallel=settings.parallel,
-            page_size=settings.page_size,
-            limiter=RateLimiter(settings.limit_rate) if settings.limit_rate else None,
-            progress=progress,
-            timeouts=settings.timeouts,
-            keepalive_interval=settings.keepalive_interval,
-            peer_health=PeerHealth(settings.peer_check_age) if settings.peers else None,
-            large=settings.large,
-            progress_timeout=settings.progress_timeout,
+        #: What the client's operations share besides the settings (one rate limiter, peers' health).
+        self.tools = ClientTools(
+            RateLimiter(settings.limit_rate) if settings.limit_rate else None,
+            PeerHealth(settings.peer_check_age) if settings.peers else None,
+            progress,
         )
 
     @property
@@ -121,10 +118,23 @@ class Client:
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
         summary = await self._run(
-            lambda transport: pull_flow(self.workspace, transport, self.options, remote, name, force, announced)
+            lambda transport: pull_flow(self._job(transport, name, remote, False, force, announced))
         )
         self._remember(name, remote)
         return summary
+
+    def _job(
+        self,
+        transport: Transport,
+        name: str,
+        remote: RemoteDataset,
+        upload: bool,
+        force: bool,
+        announce: str | None = None,
+    ) -> FlowJob:
+        """The one job of a pull, push or follow of ``name`` over ``transport``."""
+        target = (self.workspace, name, remote)
+        return FlowJob.of(transport, self.settings, self.tools, target, upload=upload, force=force, announce=announce)
 
     async def follow(
         self,
@@ -148,9 +158,7 @@ class Client:
 
         async def session(report: Callable[[TransferSummary], None]) -> None:
             await retry_when_busy(
-                lambda: follow_flow(
-                    self.workspace, self._smart(), self.options, remote, name, force, announced, report, stop
-                ),
+                lambda: follow_flow(self._job(self._smart(), name, remote, False, force, announced), report, stop),
                 self.warn,
             )
 
@@ -183,9 +191,7 @@ class Client:
         """Make the remote dataset's head the local head; ``url`` None: the dataset's remote. Raises
         like ``pull``; on any failure the remote head is unchanged."""
         remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
-        summary = await self._run(
-            lambda transport: push_flow(self.workspace, transport, self.options, remote, name, force)
-        )
+        summary = await self._run(lambda transport: push_flow(self._job(transport, name, remote, True, force)))
         self._remember(name, remote)
         return summary
 
@@ -221,6 +227,7 @@ class Client:
         """The datasets of the server at ``server_url`` the token may read, each described, a page at a
         time as the server pages them (``page_size`` per page; None: a short first page, so the first
         rows come sooner, then the server's default), each page retried when the server is Busy."""
+        # the HTTP stack loads on use
         from smart_transfer.client.inspection.status import dataset_pages
 
         server = RemoteServer.parse(server_url)
@@ -231,7 +238,7 @@ class Client:
 
     def dataset(self, name: str) -> LocalDataset:
         """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""
-        from smart_transfer.reading.dataset import LocalDataset
+        from smart_transfer.reading.dataset import LocalDataset  # the readers (pyarrow) load on use
 
         return LocalDataset(self.workspace, name)
 
@@ -239,6 +246,7 @@ class Client:
         """Re-check workspace dataset ``name`` (chain rules, every block's and object's hash and size;
         corrupt objects go to quarantine) and, given ``url`` (or its remote when ``url`` is "remote"),
         say how it relates to the remote one."""
+        # verify's modules load on use
         from smart_transfer.client.inspection.verify import compare_remote, verify_local
 
         report, blocks = verify_local(self.workspace, name)  # local reads; the loop has nothing else to do

@@ -5,7 +5,7 @@ default and range: see :mod:`smart_transfer.config`); the data plane's own limit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from smart_transfer.config import SettingError, check_settings, setting
@@ -152,27 +152,25 @@ class ClientOptions:
     #: Seconds a peer's connectivity result is reused.
     peer_check_age: float = DEFAULT_PEER_CHECK_AGE
 
+    #: The bounds of one object transfer (under ``limit_rate``, shared by ``parallel`` transfers), and
+    #: how large objects move: derived from the settings above once, when the options are made (a flow
+    #: reads them as values, never re-declares them).
+    timeouts: Timeouts = field(init=False, repr=False, compare=False)
+    large: LargeObjects = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         check_settings(self)
         if not self.peer_check_age >= 0:
             raise SettingError("peer_check_age must be 0 or more seconds")
+        own = Timeouts(self.connect_timeout, self.read_timeout, self.attempts, self.min_rate)
+        object.__setattr__(self, "timeouts", own.limited(self.limit_rate, self.parallel))
+        object.__setattr__(self, "large", LargeObjects(self.range_threshold, self.range_size, self.parallel_parts))
 
     def with_values(self, **values: Any) -> ClientOptions:
         """A copy with some values changed (checked the same way)."""
         return replace(self, **values) if values else self
 
     @property
-    def timeouts(self) -> Timeouts:
-        """The bounds of one object transfer (under ``limit_rate``, shared by ``parallel`` transfers)."""
-        own = Timeouts(self.connect_timeout, self.read_timeout, self.attempts, self.min_rate)
-        return own.limited(self.limit_rate, self.parallel)
-
-    @property
     def answer_timeouts(self) -> Timeouts:
         """The bounds of a REST call to the server, whose answer may take up to ``answer_timeout``."""
         return replace(self.timeouts, read=max(self.read_timeout, self.answer_timeout))
-
-    @property
-    def large(self) -> LargeObjects:
-        """How large objects move."""
-        return LargeObjects(self.range_threshold, self.range_size, self.parallel_parts)

@@ -18,6 +18,7 @@ _HOMES = {"IngestError": "errors", "IngestResult": "api", "ingest": "api"}
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # each name loads its module on first use (the CLI's --help imports this package)
     from importlib import import_module
 
     return getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -89,6 +89,7 @@ def _previous_state(directory: Path | None, primary_key: tuple[str, ...], name: 
 
 def _new_inputs(items: list[Input], directory: Path | None) -> tuple[list[Input], list[bytes], list[Input]]:
     """Append mode: (inputs to read, their fingerprints, inputs an earlier run already ingested)."""
+    # rocksdict loads only for an append ingest into an existing checkpoint
     from smart_transfer.checkpoint.files import open_checkpoint
 
     seen: set[bytes] = set()
@@ -117,6 +118,7 @@ def _new_inputs(items: list[Input], directory: Path | None) -> tuple[list[Input]
 
 
 def _run(spark: Any, spec: JobSpec) -> JobOutcome:
+    # the job's Spark side loads once a session runs
     from smart_transfer.ingest import job
     from smart_transfer.ingest.spark import job_conf
 

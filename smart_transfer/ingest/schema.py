@@ -76,6 +76,7 @@ def fields_of(spark: Any, struct: Any) -> tuple[DataField, ...]:
 
 def struct_of(fields: Sequence[DataField]) -> Any:
     """The Spark schema of recorded fields (``offset`` left out: it is not read from inputs)."""
+    # pyspark (an optional extra) loads only with a Spark job
     from pyspark.sql.types import DataType, StructField, StructType
 
     return StructType(
@@ -85,6 +86,7 @@ def struct_of(fields: Sequence[DataField]) -> Any:
 
 def parse_ddl(ddl: str) -> Any:
     """``--schema``: Spark DDL such as ``id INT, name STRING, amount DECIMAL(10,2)``."""
+    # pyspark (an optional extra) loads only with a Spark job
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     try:

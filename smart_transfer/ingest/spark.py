@@ -45,6 +45,7 @@ def spark_session(
 ) -> Any:
     """A SparkSession configured for the ingest job. ``conf`` adds or overrides Spark settings."""
     try:
+        # pyspark is an optional extra: its absence is SparkUnavailable, not an ImportError
         from pyspark.sql import SparkSession
     except ImportError:
         raise SparkUnavailable("ingest needs pyspark: pip install 'smart-transfer[spark]'") from None

@@ -182,6 +182,7 @@ class LocalDataset:
         selection = self.select(offsets=offsets, blocks=blocks)
         paths = [self.path_of(entry).as_uri() for entry in selection.entries]
         if not paths:
+            # pyspark (an optional extra) loads only for Spark reads
             from pyspark.sql.types import StructType
 
             return spark.createDataFrame([], StructType([]))

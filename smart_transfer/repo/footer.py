@@ -42,6 +42,7 @@ def parse_footer(read: Callable[[int, int], bytes], size: int, name: str) -> pq.
     if tail[4:] != MAGIC or length > min(MAX_FOOTER_BYTES, size - len(MAGIC) - _TAIL):
         raise NotParquet(f"{name} is not a Parquet file")
     footer = read(size - _TAIL - length, size - 1)
+    # pyarrow loads only when a footer is read (listings and pulls never read one)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -76,7 +77,7 @@ def file_footer(path: Path) -> pq.FileMetaData:
 
 def sql_type(data_type: Any) -> str:
     """The Spark SQL (DDL) name of an Arrow type, as a ``SetDataSchema`` records it."""
-    import pyarrow as pa
+    import pyarrow as pa  # loaded already by whoever holds an Arrow type: this names it at run time
 
     simple = {
         pa.bool_(): "BOOLEAN",

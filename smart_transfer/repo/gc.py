@@ -1,7 +1,8 @@
-"""Orphan clean-up (seed 003) and repacking. ``collect_garbage`` deletes what no dataset's chain needs
-once it is older than a grace period: what failed, abandoned or out-raced pushes and forced rewrites
-leave behind (packs and single-block objects off the chain, unreferenced objects), and single-block
-objects a pack kept for the chain holds too (off the chain, only once they are older than the grace
+"""Orphan clean-up (what nothing references is deleted only after a grace period, as a blob-store
+backup does with the files of abandoned checkpoints) and repacking. ``collect_garbage`` deletes what no
+dataset's chain needs once it is older than a grace period: what failed, abandoned or out-raced pushes and
+forced rewrites leave behind (packs and single-block objects off the chain, unreferenced objects), and
+single-block objects a pack kept for the chain holds too (off the chain, only once they are older than the grace
 period: a REST push may be re-uploading them). Multipart uploads started longer ago than the grace period and never
 completed (a push killed mid-object and not run again) are aborted, which frees their parts. With
 ``repack`` it first writes each chain as one pack, so the blocks of repositories from before packs

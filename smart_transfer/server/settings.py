@@ -357,6 +357,7 @@ class ServerSettings:
 
     def embedded_store(self, port: int) -> LocalStore | None:
         """The embedded store, when no S3 bucket is configured (its presigned URLs name this server)."""
+        # serve --help reads these settings without loading a store
         from smart_transfer.storage.local import LocalStore
 
         if self.s3_bucket is not None:

@@ -10,8 +10,7 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from msgspec import Struct
+from typing import NamedTuple
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import SHA2_256, new_hasher
@@ -89,7 +88,7 @@ def bytes_mismatch(data: bytes, expected: Multihash, expected_size: int) -> str 
     return content_mismatch(expected, expected_size, Multihash.of(data, expected.code), len(data))
 
 
-class FileDigest(Struct, frozen=True):
+class FileDigest(NamedTuple):
     """Content address, size and MD5 (hex) of some bytes."""
 
     multihash: Multihash

@@ -14,9 +14,8 @@ import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote, urlencode
-
-from msgspec import Struct
 
 from smart_transfer.storage.base import MAX_URL_TTL_SECONDS, PresignedRequest, check_key
 from smart_transfer.storage.digest import md5_hex_from_base64
@@ -30,7 +29,7 @@ SIGNING_KEY_BYTES = 32
 _METHOD = "sp"
 
 
-class Grant(Struct, frozen=True):
+class Grant(NamedTuple):
     """What a valid presigned request may do beyond its method and key: the MD5 (hex) its body must
     have, and the multipart upload and part number it writes."""
 

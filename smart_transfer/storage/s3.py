@@ -219,6 +219,7 @@ class S3Store(ObjectStore):
     def _put_file_in_parts(self, key: str, path: Path, size: int) -> ObjectInfo:
         """boto3's managed transfer: parallel parts streamed from the file, retried, then completed
         (or aborted on failure); the ETag is the parts' (see ``multipart_etag``)."""
+        # boto3's managed transfer loads only for a file large enough for parts
         from boto3.s3.transfer import TransferConfig
 
         part_size = part_size_for(size, self.part_size)

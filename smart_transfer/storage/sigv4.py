@@ -12,15 +12,14 @@ import hashlib
 import hmac
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 _UNSIGNED = "UNSIGNED-PAYLOAD"
 
 
-@dataclass(frozen=True)
-class Credentials:
+class Credentials(NamedTuple):
     """The AWS credentials a URL is signed with (``token``: a session token, when they are temporary)."""
 
     access_key: str

@@ -6,7 +6,8 @@ part before the verified commit (``sync.commit``) checks the assembled object's 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import ProtocolError
@@ -17,8 +18,7 @@ from smart_transfer.storage.digest import md5_hex_from_base64, multipart_etag
 from smart_transfer.storage.parts import Part, layout, part_size_for
 
 
-@dataclass(frozen=True)
-class PartsPromise:
+class PartsPromise(Struct, frozen=True):
     """A large object's parts as the client promised them: the layout and each part's MD5 (hex)."""
 
     parts: list[Part]

@@ -3,7 +3,7 @@ the objects they reference and the manifests of their checkpoints (server side, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from smart_transfer.model import ChainTip, Multihash, ObjectRef, committed_refs
 from smart_transfer.model.bulk import collector_paused
@@ -16,8 +16,7 @@ from smart_transfer.sync.attach import last_common
 from smart_transfer.sync.pages import held_pages
 
 
-@dataclass
-class PullPlan:
+class PullPlan(Struct):
     """Blocks (oldest first, as stored), objects and manifests one pull moves."""
 
     target: ChainTip

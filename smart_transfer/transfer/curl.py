@@ -1,6 +1,6 @@
 """The libcurl implementation of ``ObjectTransport``: libcurl's multi interface (pycurl) driven by the asyncio
 loop, with no thread. It moves every object to or from storage's presigned URLs (see
-``transport.open_transport``).
+``choice.open_transport``).
 
 Why: a 4 KiB object costs aiohttp about 150-220 µs of client CPU per request here (building the
 request, parsing the answer, its futures and timers), libcurl about 50 µs (measured: 2,000 GETs at

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 import orjson
+from msgspec import Struct
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
@@ -60,8 +60,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Verified:
+class Verified(Struct, frozen=True):
     """A download that matched: where it was written, its size, and how many bytes this call moved
     (fewer when a resumed download reused what an earlier run fetched)."""
 

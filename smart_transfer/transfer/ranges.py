@@ -15,8 +15,9 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from smart_transfer.model import Multihash
 from smart_transfer.model.multihash import new_hasher
@@ -97,8 +98,7 @@ class PrefixHasher:
         return Multihash(self._code, self._hasher.digest())
 
 
-@dataclass(frozen=True)
-class RangedDownload:
+class RangedDownload(Struct, frozen=True):
     """One large object to download: its presigned GET, hash, size and where it is staged."""
 
     request: HttpRequest

@@ -1,6 +1,6 @@
 """The one seam through which object bytes move: ``ObjectTransport.exchange``, one HTTP request and its
-answer, implemented twice (libcurl in ``curl.py``, aiohttp in ``aio.py``) and chosen once, here, by
-``open_transport``.
+answer, implemented twice (libcurl in ``curl.py``, aiohttp in ``aio.py``) and chosen once, by
+``choice.open_transport``. This module is the interface alone: it imports neither implementation.
 
 An exchange knows nothing of objects: it sends a method, URL, headers and body (bytes, or a range of a
 file streamed from disk), bounds the attempt by ``Timeouts`` and the answer's size, and hands the body of
@@ -15,20 +15,14 @@ No network library is imported by this module: the flows import it before they k
 
 from __future__ import annotations
 
-import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
 from smart_transfer.transfer.limits import Timeouts
-from smart_transfer.transfer.ratelimit import RateLimiter
-
-if TYPE_CHECKING:
-    import aiohttp
 
 #: The longest the bytes of a sink's answer wait to be handed to it, however few (a slow store's bytes
 #: still show as progress several times a second).
@@ -133,52 +127,3 @@ class ObjectTransport(ABC):
 
 #: The two implementations, by name.
 LIBRARIES = ("libcurl", "aiohttp")
-
-
-@contextlib.asynccontextmanager
-async def open_library(library: str, parallel: int, timeouts: Timeouts | None = None) -> AsyncIterator[ObjectTransport]:
-    """A transport of the named ``library`` (one of LIBRARIES) with its own pool of at most
-    ``parallel`` connections, closed on exit; what the tests and benchmarks compare. Flows use
-    ``open_transport``, which chooses."""
-    if library == "libcurl":
-        from smart_transfer.transfer.curl import CurlEngine
-
-        engine = CurlEngine(parallel)
-        try:
-            yield engine
-        finally:
-            engine.close()
-        return
-    from smart_transfer.transfer import aio
-
-    async with aio.make_session(parallel, timeouts) as session:
-        yield aio.AiohttpTransport(session)
-
-
-@contextlib.asynccontextmanager
-async def open_transport(
-    parallel: int,
-    timeouts: Timeouts,
-    limiter: RateLimiter | None = None,
-    *,
-    shared: aiohttp.ClientSession | None = None,
-    storage: bool = True,
-) -> AsyncIterator[ObjectTransport]:
-    """The one choice of HTTP library, by one rule: libcurl moves every object to or from storage's
-    presigned URLs (small, mid-size, ranges, parts: it costs a fraction of aiohttp's CPU); aiohttp
-    moves an object only when a global rate limit is set (libcurl's callbacks cannot wait for it), when
-    the channel brings its own session (``shared``: the simple protocol, whose objects go through the
-    server with its credentials, in one pool with its calls) or when the source is not storage
-    (``storage`` false: peers). At most ``parallel`` connections; ``timeouts`` bound the requests a
-    new aiohttp session makes of its own."""
-    if shared is None and storage and limiter is None:
-        async with open_library("libcurl", parallel) as transport:
-            yield transport
-        return
-    from smart_transfer.transfer import aio  # only here: its import and TLS contexts cost a quarter second
-
-    if shared is not None:
-        yield aio.AiohttpTransport(shared, limiter)
-        return
-    async with aio.make_session(parallel, timeouts) as session:
-        yield aio.AiohttpTransport(session, limiter)

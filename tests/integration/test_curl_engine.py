@@ -15,11 +15,12 @@ import pytest
 
 from smart_transfer.model import Multihash
 from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, UploadPart
+from smart_transfer.transfer.choice import open_library
 from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.http import download, download_bytes, upload
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.multipart import upload_parts
-from smart_transfer.transfer.transport import LIBRARIES, Answer, Call, Sink, open_library
+from smart_transfer.transfer.transport import LIBRARIES, Answer, Call, Sink
 from smart_transfer.transfer.writer import pwrite_all
 
 BODY = b"x" * 4096

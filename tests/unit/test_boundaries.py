@@ -116,3 +116,65 @@ def test_the_process_state_scan_finds_each_kind_of_change() -> None:
         "5: os.environ.setdefault()",
         "6: os.putenv()",
     ]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Every module of the package and the modules of the package it imports (at the top or inside a
+    function: a lazy import is an arrow too); a package's own ``__init__`` is not counted for its
+    submodules."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    arrows: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(_tree(path)):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            arrows[name] |= {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
+    return arrows
+
+
+def circles(arrows: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``arrows``: strongly connected sets of more than one module (Tarjan)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in arrows[module]:
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            members = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for module in sorted(arrows):
+        if module not in order:
+            visit(module)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    arrows = module_imports()
+    assert len(arrows) > 200 and sum(map(len, arrows.values())) > 800
+    assert circles(arrows) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_lazy_import() -> None:
+    arrows = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(arrows) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

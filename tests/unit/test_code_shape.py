@@ -14,6 +14,7 @@ from radon.visitors import Function
 
 PACKAGE = Path(__file__).resolve().parents[2] / "smart_transfer"
 MAX_FUNCTION_LINES = 60
+#: The house's one complexity cap (ruff's mccabe check is off: it folds nested functions into the outer one).
 MAX_COMPLEXITY = 12
 
 #: The packages of smart_transfer, bottom first: each may import only those before it in this list.

@@ -131,7 +131,7 @@ def test_objects_moved_by_libcurl_load_no_aiohttp() -> None:
         "import smart_transfer.client.transports.smart, smart_transfer.client.flows.pull\n"
         "import smart_transfer.client.flows.push, smart_transfer.transfer.http, smart_transfer.transfer.ranges\n"
         "from smart_transfer.transfer.limits import Timeouts\n"
-        "from smart_transfer.transfer.transport import open_transport\n"
+        "from smart_transfer.transfer.choice import open_transport\n"
         "async def main():\n"
         "    async with open_transport(4, Timeouts()) as transport:\n"
         "        print('ENGINE:' + type(transport).__name__)\n"

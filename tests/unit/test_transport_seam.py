@@ -14,7 +14,7 @@ SCANNED = (PACKAGE / "transfer", PACKAGE / "client" / "flows")
 #: The two implementations, where an engine or a session is theirs to take.
 IMPLEMENTATIONS = {PACKAGE / "transfer" / "curl.py", PACKAGE / "transfer" / "aio.py"}
 #: The one place that chooses (it may be handed a channel's own session).
-CHOOSER = (PACKAGE / "transfer" / "transport.py", "open_transport")
+CHOOSER = (PACKAGE / "transfer" / "choice.py", "open_transport")
 #: Parameter names and annotation words that choose an HTTP library (a parameter named ``session`` is
 #: the SDK's session unless its type says otherwise).
 NAMES = {"engine", "http"}

@@ -27,7 +27,8 @@ from smart_transfer.config import declarations
 
 if TYPE_CHECKING:
     from smart_transfer.client.client import Client
-    from smart_transfer.client.flows.moving import ProgressCallback, TransferSummary
+    from smart_transfer.client.flows.job import ProgressCallback
+    from smart_transfer.client.flows.moving import TransferSummary
     from smart_transfer.repo import Workspace
     from smart_transfer.repo.repository import NewWorkspace
 

@@ -1,5 +1,5 @@
-"""What the pull flow and the push flow share: their options, the summary they return, progress
-reporting, and moving a list of objects through a channel's URLs with keep-alives."""
+"""What the pull flow and the push flow share: the summary they return, progress reporting, and moving
+a list of objects through a channel's URLs with keep-alives (their job: ``job.py``)."""
 
 from __future__ import annotations
 
@@ -12,51 +12,15 @@ from typing import TYPE_CHECKING
 from msgspec import Struct, field
 from msgspec.structs import asdict
 
-from smart_transfer.client.options import DEFAULT_KEEPALIVE_INTERVAL
+from smart_transfer.client.flows.job import FlowJob, ProgressCallback, ProgressUpdate
 from smart_transfer.client.transports.base import PullChannel, PushChannel
 from smart_transfer.errors import SmartTransferError
-from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE
 from smart_transfer.protocol.messages import ObjectFile
-from smart_transfer.transfer.limits import DEFAULT_PARALLEL, DEFAULT_PROGRESS_TIMEOUT, LargeObjects, Timeouts
 from smart_transfer.transfer.mover import MoveResult, ObjectMover, Transfer
-from smart_transfer.transfer.peers import PeerHealth
-from smart_transfer.transfer.ratelimit import RateLimiter
 from smart_transfer.transfer.watchdog import NoProgress, ProgressWatchdog
 
 if TYPE_CHECKING:
     from smart_transfer.transfer.transport import ObjectTransport
-
-
-class ProgressUpdate(Struct, frozen=True):
-    """Where a transfer stands; passed to the ``progress`` callback."""
-
-    operation: str
-    objects_done: int
-    objects_total: int
-    bytes_done: int
-    bytes_total: int
-
-
-ProgressCallback = Callable[[ProgressUpdate], None]
-
-
-class FlowOptions(Struct):
-    """How a flow moves objects."""
-
-    parallel: int = DEFAULT_PARALLEL
-    page_size: int = DEFAULT_OBJECTS_PER_PAGE
-    limiter: RateLimiter | None = None
-    progress: ProgressCallback | None = None
-    #: Bounds of every object transfer (connect, read, total by size, attempts).
-    timeouts: Timeouts = field(default_factory=Timeouts)
-    #: Seconds between the client's keep-alives while objects move.
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
-    #: Connectivity of peers (pulls fetch from the peers a plan lists first); None: never use peers.
-    peer_health: PeerHealth | None = None
-    #: How large objects move (ranged downloads, parts in flight).
-    large: LargeObjects = field(default_factory=LargeObjects)
-    #: Seconds objects may have nothing in flight and make no progress (see ``transfer/watchdog.py``).
-    progress_timeout: float = DEFAULT_PROGRESS_TIMEOUT
 
 
 class TransferSummary(Struct):
@@ -140,7 +104,7 @@ class Meter:
 
 
 class Wire(Struct, frozen=True):
-    """What object transfers run on: the one transport of the move (``transport.open_transport``
+    """What object transfers run on: the one transport of the move (the channel's ``object_transport``
     chose its HTTP library), and the transfer slots they share (an object holds one; a large object's
     extra ranges or parts take more from the same pool)."""
 
@@ -206,7 +170,7 @@ class KeepAlive:
 
 
 async def move_objects(
-    options: FlowOptions,
+    job: FlowJob,
     beat: KeepAlive,
     files: Sequence[ObjectFile],
     page_limit: int,
@@ -215,17 +179,15 @@ async def move_objects(
 ) -> MoveResult:
     """Move ``files`` with ``work`` through URLs the channel hands out, page by page, in parallel,
     while ``beat`` keeps the session alive (its meter counts the progress). ``prepare`` completes each
-    page just before it is negotiated: the next page is prepared while this one moves."""
+    page just before it is negotiated: the next page is prepared while this one moves. The bytes move
+    over the transport the channel provides (``object_transport``)."""
     if not files:
         return MoveResult()  # a metadata-only pull or push never loads the HTTP stack (~0.3 s)
-    # the HTTP stack loads here, once objects are to move: a command reaches the server first
-    from smart_transfer.transfer.transport import open_transport
-
     meter = beat.meter
     assert meter is not None
-    shared = beat.channel.http_session()
-    async with open_transport(options.parallel, options.timeouts, options.limiter, shared=shared) as transport:
-        wire = Wire(transport, asyncio.Semaphore(options.parallel))
+    parallel = job.settings.parallel
+    async with beat.channel.object_transport(parallel, job.timeouts, job.tools.limiter) as transport:
+        wire = Wire(transport, asyncio.Semaphore(parallel))
 
         async def one(item: ObjectFile, transfer: Transfer) -> int:
             moved = await work(wire, item, transfer, meter)
@@ -235,19 +197,19 @@ async def move_objects(
         async def negotiate(page: Sequence[ObjectFile]) -> list[tuple[ObjectFile, Transfer | None]]:
             return await beat.channel.urls(page if prepare is None else await prepare(page))
 
-        page_size = max(1, min(options.page_size, page_limit))
-        mover = ObjectMover(negotiate, one, parallel=options.parallel, page_size=page_size, slots=wire.slots)
-        async with watched(options, meter, mover.outstanding) as mover.watchdog:
+        page_size = max(1, min(job.settings.page_size, page_limit))
+        mover = ObjectMover(negotiate, one, parallel=parallel, page_size=page_size, slots=wire.slots)
+        async with watched(job.settings.progress_timeout, meter, mover.outstanding) as mover.watchdog:
             with beat.interruptible():
                 return await mover.move(files)
 
 
 @contextlib.asynccontextmanager
 async def watched(
-    options: FlowOptions, meter: Meter, outstanding: Callable[[], str]
+    progress_timeout: float, meter: Meter, outstanding: Callable[[], str]
 ) -> AsyncIterator[ProgressWatchdog]:
     """A progress watchdog over one phase that moves objects, touched by ``meter``'s progress."""
-    async with ProgressWatchdog(options.progress_timeout, outstanding) as watchdog:
+    async with ProgressWatchdog(progress_timeout, outstanding) as watchdog:
         meter.touch = watchdog.touch
         try:
             yield watchdog

@@ -9,24 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Collection, Iterable
-
-from msgspec import Struct
-from msgspec.structs import replace
+from functools import partial
 
 from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import install_checked, install_latest
 from smart_transfer.client.flows.chain import local_chain
-from smart_transfer.client.flows.moving import (
-    FlowOptions,
-    KeepAlive,
-    Meter,
-    TransferSummary,
-    Wire,
-    move_objects,
-    watched,
-)
-from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart, Transport
+from smart_transfer.client.flows.job import FlowJob
+from smart_transfer.client.flows.moving import KeepAlive, Meter, TransferSummary, move_objects, watched
+from smart_transfer.client.flows.objects import download, download_from
+from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
 from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
 from smart_transfer.model.manifest import CheckpointManifest, pages_wanted
@@ -39,9 +30,6 @@ from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach
 from smart_transfer.sync.heads import local_ahead
-from smart_transfer.transfer.limits import INLINE_WRITE_BYTES, SMALL_OBJECT_BYTES, Timeouts
-from smart_transfer.transfer.mover import Transfer
-from smart_transfer.transfer.transport import ObjectTransport
 
 
 def _diverged(name: str) -> DivergedError:
@@ -110,41 +98,20 @@ def _lost_pages(dataset: DatasetRepository, root: ObjectRef) -> list[ObjectRef]:
     return []
 
 
-async def pull(
-    workspace: Workspace,
-    transport: Transport,
-    options: FlowOptions,
-    remote: RemoteDataset,
-    name: str,
-    force: bool,
-    announce: str | None = None,
-) -> TransferSummary:
-    """Bring the local dataset ``name`` up to the remote head (see the module docstring). ``announce``:
-    the URL where this workspace serves the dataset's objects (``peer serve``), told to the server."""
-    job = _Job.of(workspace, transport, options, remote, name, force, announce)
-    async with transport.pull(remote) as channel:
+async def pull(job: FlowJob) -> TransferSummary:
+    """Bring the local dataset up to the remote head (see the module docstring)."""
+    async with job.transport.pull(job.remote) as channel:
         summary, session_open = await _increment(job, channel)
         if session_open:
             await channel.finish()
     return summary.finish()
 
 
-async def follow(
-    workspace: Workspace,
-    transport: Transport,
-    options: FlowOptions,
-    remote: RemoteDataset,
-    name: str,
-    force: bool,
-    announce: str | None,
-    on_update: Callable[[TransferSummary], None],
-    stop: asyncio.Event,
-) -> None:
-    """Pull ``name`` up to the remote head, then keep the session open and pull each new head in it,
+async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], stop: asyncio.Event) -> None:
+    """Pull the dataset up to the remote head, then keep the session open and pull each new head in it,
     calling ``on_update`` with the summary of every pull (the first one included), until ``stop`` is
     set. Each increment is a whole pull: verified, committed by compare-and-swap, resumable."""
-    job = _Job.of(workspace, transport, options, remote, name, force, announce)
-    async with transport.pull(remote) as channel:
+    async with job.transport.pull(job.remote) as channel:
         while True:
             summary, _ = await _increment(job, channel)
             if summary.local_ahead:
@@ -156,44 +123,18 @@ async def follow(
             if stop.is_set():
                 await channel.finish()
                 return
-            if await channel.follow(stop, job.options.keepalive_interval) is None:
+            if await channel.follow(stop, job.settings.keepalive_interval) is None:
                 return
 
 
-class _Job(Struct, frozen=True):
-    """What every increment of one pull or follow works with."""
-
-    workspace: Workspace
-    dataset: DatasetRepository
-    options: FlowOptions
-    remote: RemoteDataset
-    protocol: str
-    force: bool
-    announce: str | None
-
-    @classmethod
-    def of(
-        cls,
-        workspace: Workspace,
-        transport: Transport,
-        options: FlowOptions,
-        remote: RemoteDataset,
-        name: str,
-        force: bool,
-        announce: str | None,
-    ) -> _Job:
-        options = replace(options, timeouts=transport.object_timeouts(options.timeouts, upload=False))
-        return cls(workspace, workspace.dataset(name), options, remote, transport.name, force, announce)
-
-
-async def _increment(job: _Job, channel: PullChannel) -> tuple[TransferSummary, bool]:
+async def _increment(job: FlowJob, channel: PullChannel) -> tuple[TransferSummary, bool]:
     """One pull in an open channel, everything but its last message; returns its summary and whether
     the session is still open (a server that found the local head unknown ended it)."""
     dataset = job.dataset
     tip = await asyncio.to_thread(dataset.tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
     summary = TransferSummary("pull", dataset.name, job.remote.url, hash_text(local.head), hash_text(local.head))
-    summary.protocol = job.protocol
+    summary.protocol = job.transport.name
     try:
         start = await channel.start(local, job.force, job.announce)
     except SmartTransferError as exc:
@@ -205,7 +146,7 @@ async def _increment(job: _Job, channel: PullChannel) -> tuple[TransferSummary, 
     if local_ahead(local.contains, local.head, start.head):
         return _local_ahead(summary), True
     # checks, downloads and the local commit take time: keep the session alive meanwhile
-    async with KeepAlive(channel, job.options.keepalive_interval) as beat:
+    async with KeepAlive(channel, job.settings.keepalive_interval) as beat:
         base = await asyncio.to_thread(_attach_pulled, dataset, local, start, job.force)
         await _fetch_objects(job, beat, start, base, summary)
     return summary, True
@@ -218,9 +159,9 @@ def _local_ahead(summary: TransferSummary) -> TransferSummary:
 
 
 async def _fetch_objects(
-    job: _Job, beat: KeepAlive, start: PullStart, base: ChainTip | None, summary: TransferSummary
+    job: FlowJob, beat: KeepAlive, start: PullStart, base: ChainTip | None, summary: TransferSummary
 ) -> None:
-    dataset, options, workspace = job.dataset, job.options, job.workspace
+    dataset, workspace = job.dataset, job.workspace
     bundle = start.bundle
     refs = bundle.objects()
     # blocks are invisible until head moves: write their pack while the objects download
@@ -235,13 +176,9 @@ async def _fetch_objects(
         known = {(r.kind, r.physical_hash) for r in missing}
         missing += [r for r in repairs if (r.kind, r.physical_hash) not in known]
         files = [ObjectFile.of(r) for r in missing]
-        beat.meter = meter = Meter("pull", files, options.progress)
+        beat.meter = meter = Meter("pull", files, job.tools.progress)
         files = await _from_peers(job, beat, meter, start, files, summary)
-
-        async def fetch(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
-            return await _download(job, options.timeouts, wire.transport, item, transfer, meter, wire.slots)
-
-        summary.moved(await move_objects(options, beat, files, start.page_limit, fetch))
+        summary.moved(await move_objects(job, beat, files, start.page_limit, partial(download, job)))
         summary.objects_transferred += summary.objects_from_peers
         summary.bytes_transferred += summary.bytes_from_peers
     finally:
@@ -258,88 +195,35 @@ async def _fetch_objects(
         await asyncio.to_thread(dataset.set_remote_head, summary.remote, new_tip.head)
 
 
-async def _download(
-    job: _Job,
-    timeouts: Timeouts,
-    transport: ObjectTransport,
-    item: ObjectFile,
-    transfer: Transfer,
-    meter: Meter,
-    slots: asyncio.Semaphore | None = None,
-) -> int:
-    """GET one object over ``transport`` into the workspace, verified (hash and size) before it is put
-    into place: a small object through memory (written on the event loop up to INLINE_WRITE_BYTES), a
-    large one (given transfer ``slots``) as parallel ranges in a staging file kept per object, so a
-    killed pull resumes it range by range, anything else streamed through a file. Returns the bytes
-    moved."""
-    from smart_transfer.transfer.http import download, download_bytes  # the HTTP stack loads on use
-    from smart_transfer.transfer.ranges import RangedDownload, download_ranges
-
-    ref = item.ref()
-    if not isinstance(transfer, HttpRequest):
-        raise LocalError(ErrorCode.BAD_MESSAGE, f"{ref.label}: a download needs one URL, not parts")
-    store, options = job.workspace.local_store, job.options
-    key = job.dataset.object_key(ref)
-    received = 0
-
-    def on_bytes(count: int) -> None:
-        nonlocal received
-        received += count
-        meter.add_bytes(count)
-
-    try:
-        if ref.size <= SMALL_OBJECT_BYTES:
-            data = await download_bytes(transport, transfer, ref.physical_hash, ref.size, on_bytes, timeouts)
-            if ref.size <= INLINE_WRITE_BYTES:
-                # a few KiB cost less to write here than to hand to a worker thread (measured: a
-                # 2,000-object pull spent more in thread wake-ups than in the writes)
-                store.put(key, data)
-            else:
-                await asyncio.to_thread(store.put, key, data)
-            return ref.size
-        if slots is not None and ref.size > options.large.range_threshold:
-            ranged = RangedDownload(transfer, ref.physical_hash, ref.size, store.staging_path(key))
-            verified = await download_ranges(transport, ranged, options.large, on_bytes, timeouts, slots)
-        else:
-            verified = await download(
-                transport, transfer, ref.physical_hash, ref.size, store.temp_path(), on_bytes, timeouts
-            )
-    except BaseException:
-        meter.add_bytes(-received)  # progress counts what stayed
-        raise
-    # verified: renamed into place (no MD5 of it is computed: a push hashes what it sends)
-    await asyncio.to_thread(store.move_into_place, key, verified.temp_path)
-    return verified.moved
-
-
 async def _from_peers(
-    job: _Job, beat: KeepAlive, meter: Meter, start: PullStart, files: list[ObjectFile], summary: TransferSummary
+    job: FlowJob, beat: KeepAlive, meter: Meter, start: PullStart, files: list[ObjectFile], summary: TransferSummary
 ) -> list[ObjectFile]:
     """Fetch what the plan's peers can serve (transfer/peers.py); returns what is left for storage."""
-    health = job.options.peer_health
+    health = job.tools.peer_health
     summary.peers_listed = len(start.peers)
     if health is None or not start.peers or not files:
         return files
+    # peers' HTTP stack loads only when a plan lists peers
+    from smart_transfer.transfer.choice import open_transport
     from smart_transfer.transfer.peers import PeerFetcher
-    from smart_transfer.transfer.transport import open_transport
 
     # a peer that fails is left for the next source at once: no retries against it
-    options = job.options
-    timeouts = options.timeouts.once()
+    parallel, timeouts = job.settings.parallel, job.timeouts.once()
     asked = f"{len(files)} objects asked of {len(start.peers)} peer(s)"
-    transport = open_transport(options.parallel, timeouts, options.limiter, storage=False)
-    async with transport as peer_wire, watched(options, meter, lambda: asked) as dog:
+    transport = open_transport(parallel, timeouts, job.tools.limiter, storage=False)
+    async with transport as peer_wire, watched(job.settings.progress_timeout, meter, lambda: asked) as dog:
+        one = partial(download_from, job, timeouts, peer_wire)
 
         async def fetch(item: ObjectFile, request: HttpRequest) -> int:
             with dog.in_flight():
-                size = await _download(job, timeouts, peer_wire, item, request, meter)
+                size = await one(item, request, meter)
             meter.add_object()
             return size
 
         with beat.interruptible():
             with dog.in_flight():
                 peers = await health.reachable(peer_wire, [peer.url for peer in start.peers], timeouts)
-            fetcher = PeerFetcher(health, peers, fetch, job.options.parallel)
+            fetcher = PeerFetcher(health, peers, fetch, parallel)
             left = await fetcher.fetch_all(files)
     summary.objects_from_peers = fetcher.report.objects
     summary.bytes_from_peers = fetcher.report.bytes

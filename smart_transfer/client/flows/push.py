@@ -8,28 +8,20 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
-from msgspec.structs import replace
-
 from smart_transfer.client.flows.chain import local_chain
-from smart_transfer.client.flows.moving import (
-    FlowOptions,
-    KeepAlive,
-    Meter,
-    Prepare,
-    TransferSummary,
-    Wire,
-    move_objects,
-)
-from smart_transfer.client.remote import RemoteDataset
-from smart_transfer.client.transports.base import LocalChain, PushStart, Transport, UploadTerms
+from smart_transfer.client.flows.job import FlowJob
+from smart_transfer.client.flows.moving import KeepAlive, Meter, Prepare, TransferSummary, move_objects
+from smart_transfer.client.flows.objects import upload
+from smart_transfer.client.transports.base import LocalChain, PushStart, UploadTerms
 from smart_transfer.errors import DivergedError, SmartTransferError
 from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import InvalidHeadDetails
-from smart_transfer.protocol.messages import MultipartUpload, ObjectFile, TransferPlan
+from smart_transfer.protocol.messages import ObjectFile, TransferPlan
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.storage.digest import md5_base64_from_hex, part_md5s
@@ -38,7 +30,7 @@ from smart_transfer.storage.parts import layout, part_size_for
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.sync.heads import MAX_STALE_HEAD_RETRIES, StaleHead, after_invalid_head, remote_has_more
 from smart_transfer.sync.pages import held_pages
-from smart_transfer.transfer.mover import MoveResult, Transfer
+from smart_transfer.transfer.pieces import in_parallel
 
 #: A page of objects to offer holding more bytes than this is hashed on every core, one object per thread.
 PARALLEL_HASH_BYTES = 4 * 1024 * 1024
@@ -87,30 +79,20 @@ def _hasher(workspace: Workspace, dataset: DatasetRepository, terms: UploadTerms
     async def prepare(page: Sequence[ObjectFile]) -> list[ObjectFile]:
         if sum(item.size for item in page) <= PARALLEL_HASH_BYTES:
             return await asyncio.to_thread(lambda: [offer(item) for item in page])
-        from smart_transfer.transfer.pieces import in_parallel
-
         return await in_parallel(page, lambda item: asyncio.to_thread(offer, item), os.cpu_count() or 1)
 
     return prepare
 
 
-async def push(
-    workspace: Workspace,
-    transport: Transport,
-    options: FlowOptions,
-    remote: RemoteDataset,
-    name: str,
-    force: bool,
-) -> TransferSummary:
-    """Make the remote head the local head of dataset ``name`` (see the module docstring)."""
-    dataset = workspace.dataset(name)
+async def push(job: FlowJob) -> TransferSummary:
+    """Make the remote head the local head of the job's dataset (see the module docstring)."""
+    dataset = job.dataset
     tip = await asyncio.to_thread(dataset.require_tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
-    expected = await asyncio.to_thread(dataset.remote_head, remote.url)
-    options = replace(options, timeouts=transport.object_timeouts(options.timeouts, upload=True))
+    expected = await asyncio.to_thread(dataset.remote_head, job.remote.url)
     for _ in range(MAX_STALE_HEAD_RETRIES):
         try:
-            return await _push_once(workspace, transport, options, remote, dataset, local, expected, force)
+            return await _push_once(job, local, expected)
         except SmartTransferError as exc:
             if exc.code is not ErrorCode.INVALID_HEAD or not isinstance(exc.details, InvalidHeadDetails):
                 raise
@@ -124,36 +106,28 @@ async def push(
     raise DivergedError(f"{dataset.name}: the remote head keeps moving; try again")
 
 
-async def _push_once(
-    workspace: Workspace,
-    transport: Transport,
-    options: FlowOptions,
-    remote: RemoteDataset,
-    dataset: DatasetRepository,
-    local: LocalChain,
-    expected: Multihash | None,
-    force: bool,
-) -> TransferSummary:
+async def _push_once(job: FlowJob, local: LocalChain, expected: Multihash | None) -> TransferSummary:
     assert local.tip is not None
-    tip = local.tip
+    dataset, force, tip = job.dataset, job.force, local.tip
     after, guess, plan = await _planned(dataset, local, expected, force)
-    async with transport.push(remote) as channel:
+    async with job.transport.push(job.remote) as channel:
         start = await channel.start(local, expected, plan, force)
         current = start.current_head
-        summary = TransferSummary("push", dataset.name, remote.url, hash_text(current), hash_text(current))
-        summary.protocol = transport.name
+        summary = TransferSummary("push", dataset.name, job.remote.url, hash_text(current), hash_text(current))
+        summary.protocol = job.transport.name
         if remote_has_more(local.contains, current) and not force:
             raise _pull_first(dataset.name)
         bundle = await _bundle_to_send(dataset, local, start, after, guess)
         terms = await channel.send_blocks(bundle)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
-        async with KeepAlive(channel, options.keepalive_interval) as beat:
+        async with KeepAlive(channel, job.settings.keepalive_interval) as beat:
             files = [ObjectFile.of(ref) for ref in bundle.offered()]  # their MD5s come page by page
-            beat.meter = Meter("push", files, options.progress)
-            prepare = _hasher(workspace, dataset, terms)
-            summary.moved(await _upload(workspace, dataset, beat, options, files, terms.page_limit, prepare))
+            beat.meter = Meter("push", files, job.tools.progress)
+            prepare = _hasher(job.workspace, dataset, terms)
+            moved = await move_objects(job, beat, files, terms.page_limit, partial(upload, job), prepare)
+            summary.moved(moved)
         new_head = await channel.finish(tip.head)
-    await asyncio.to_thread(dataset.set_remote_head, remote.url, new_head)
+    await asyncio.to_thread(dataset.set_remote_head, job.remote.url, new_head)
     summary.new_head = str(new_head)
     summary.blocks = len(bundle.blocks)
     summary.up_to_date = new_head == current  # no block sent, and no forced move back either
@@ -184,38 +158,3 @@ async def _bundle_to_send(
     candidates = (start.current_head, start.common_block)
     common = next((h for h in candidates if h is not None and local.contains(h)), None)
     return guess if common == after else await asyncio.to_thread(local_bundle, dataset, local.tip, common)
-
-
-async def _upload(
-    workspace: Workspace,
-    dataset: DatasetRepository,
-    beat: KeepAlive,
-    options: FlowOptions,
-    files: list[ObjectFile],
-    page_limit: int,
-    prepare: Prepare,
-) -> MoveResult:
-    store = workspace.local_store
-
-    async def send(wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
-        # the HTTP stack loads here, once an object moves: a push with nothing to upload never pays for it
-        from smart_transfer.transfer.http import upload
-        from smart_transfer.transfer.multipart import upload_parts
-
-        path: Path = store.path_of(dataset.object_key(item.ref()))
-        if isinstance(transfer, MultipartUpload):
-            return await upload_parts(
-                wire.transport,
-                transfer,
-                item.physical_hash,
-                path,
-                meter.add_bytes,
-                parallel=options.large.parallel_parts,
-                timeouts=options.timeouts,
-                slots=wire.slots,
-            )
-        return await upload(
-            wire.transport, transfer, item.physical_hash, path, meter.add_bytes, options.timeouts, item.size
-        )
-
-    return await move_objects(options, beat, files, page_limit, send, prepare)

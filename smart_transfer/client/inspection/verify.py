@@ -1,7 +1,8 @@
 """``smart-transfer verify``: re-check a local dataset (chain rules, every block and object's hash and
-size) and, given a URL, compare it with the remote one. The chain is a Merkle structure (seed 002):
-equal heads mean equal datasets; otherwise the walk back from the remote head finds where the
-histories part. Corrupt objects are moved to quarantine, so the next pull fetches them again."""
+size) and, given a URL, compare it with the remote one. The chain is a Merkle structure (each block
+names the hash of the one before): equal heads mean equal datasets; otherwise the walk back from the
+remote head finds where the histories part. Corrupt objects are moved to quarantine, so the next pull
+fetches them again."""
 
 from __future__ import annotations
 

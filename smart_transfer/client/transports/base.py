@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct, field
 
-if TYPE_CHECKING:  # the HTTP stack loads when objects move
-    import aiohttp
-
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.errors import FollowUnsupported
 from smart_transfer.model import ChainTip, Multihash
@@ -23,6 +20,10 @@ from smart_transfer.protocol.messages import ObjectFile, PeerSource, TransferPla
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.transfer.limits import Timeouts
 from smart_transfer.transfer.mover import Transfer
+from smart_transfer.transfer.ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    from smart_transfer.transfer.transport import ObjectTransport
 
 #: Per object of a page: how it moves (one request, or a multipart upload), or None when nothing
 #: needs to move (skip).
@@ -73,14 +74,23 @@ class PushStart(Struct, frozen=True):
     common_block: Multihash | None
 
 
-class PullChannel(ABC):
-    """One pull against one remote dataset."""
+class ObjectRoute:
+    """Where a channel's object bytes go, and over which transport: every channel provides the
+    transport its objects move over, so no HTTP session crosses from a channel into the choice of one."""
 
-    def http_session(self) -> aiohttp.ClientSession | None:
-        """The HTTP session this channel already holds to the same server, for object transfers to share
-        (the simple protocol's objects go to the server too: one pool of ``--parallel`` connections, not
-        two); None: transfers open their own (to storage)."""
-        return None
+    def object_transport(
+        self, parallel: int, timeouts: Timeouts, limiter: RateLimiter | None
+    ) -> AbstractAsyncContextManager[ObjectTransport]:
+        """The transport of one move of objects, closed when the context ends: by default storage's, to
+        presigned URLs (``transfer.choice.open_transport``), with at most ``parallel`` connections."""
+        # loads once objects move: a metadata-only pull or push never does
+        from smart_transfer.transfer.choice import open_transport
+
+        return open_transport(parallel, timeouts, limiter)
+
+
+class PullChannel(ObjectRoute, ABC):
+    """One pull against one remote dataset."""
 
     @abstractmethod
     async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
@@ -91,10 +101,10 @@ class PullChannel(ABC):
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         """Download requests for one page of objects."""
 
-    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:  # noqa: B027 - optional
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
         """Tell the remote the transfer is alive (sessions that have idle timeouts)."""
 
-    async def finish(self) -> None:  # noqa: B027 - optional
+    async def finish(self) -> None:
         """Everything arrived and is committed locally."""
 
     async def follow(self, stop: asyncio.Event, keepalive_interval: float) -> Multihash | None:
@@ -104,14 +114,8 @@ class PullChannel(ABC):
         raise FollowUnsupported()
 
 
-class PushChannel(ABC):
+class PushChannel(ObjectRoute, ABC):
     """One push to one remote dataset."""
-
-    def http_session(self) -> aiohttp.ClientSession | None:
-        """The HTTP session this channel already holds to the same server, for object transfers to share
-        (the simple protocol's objects go to the server too: one pool of ``--parallel`` connections, not
-        two); None: transfers open their own (to storage)."""
-        return None
 
     @abstractmethod
     async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
@@ -125,7 +129,7 @@ class PushChannel(ABC):
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         """Upload requests for one page of objects (None: the remote has it)."""
 
-    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:  # noqa: B027 - optional
+    async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
         """Tell the remote the transfer is alive."""
 
     @abstractmethod

@@ -5,7 +5,7 @@ reasons (then objects stream through the server: ``redirect=False``)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import TypeVar
 
@@ -37,10 +37,12 @@ from smart_transfer.protocol.messages import HttpRequest, ObjectFile, TransferPl
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.sync.attach import check_expected_head
 from smart_transfer.sync.bundle import Bundle, check_bundle
-from smart_transfer.transfer.aio import make_session
+from smart_transfer.transfer.aio import AiohttpTransport, make_session
 from smart_transfer.transfer.http import Timeouts
 from smart_transfer.transfer.mover import Transfer
 from smart_transfer.transfer.pieces import in_parallel
+from smart_transfer.transfer.ratelimit import RateLimiter
+from smart_transfer.transfer.transport import ObjectTransport
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -166,15 +168,23 @@ def _wanted(root: Multihash, source: PageSource) -> list[Multihash]:
         return []
 
 
+@asynccontextmanager
+async def through_server(rest: RestClient, limiter: RateLimiter | None) -> AsyncIterator[ObjectTransport]:
+    """The transport of a simple channel's objects: they ask the same server first (and go through it
+    when it streams them), so they share the REST session's pool of ``--parallel`` connections, not two."""
+    yield AiohttpTransport(rest.http, limiter)
+
+
 class SimplePull(PullChannel):
     """A pull over the REST routes: the chain walked block by block, objects through their routes."""
 
     def __init__(self, rest: RestClient) -> None:
         self.rest = rest
 
-    def http_session(self) -> aiohttp.ClientSession:
-        """The REST session: object transfers share its pool (they ask the same server first)."""
-        return self.rest.http
+    def object_transport(
+        self, parallel: int, timeouts: Timeouts, limiter: RateLimiter | None
+    ) -> AbstractAsyncContextManager[ObjectTransport]:
+        return through_server(self.rest, limiter)
 
     async def start(self, local: LocalChain, force: bool, announce: str | None = None) -> PullStart:
         head = await self.rest.head()
@@ -226,9 +236,10 @@ class SimplePush(PushChannel):
         self.current: Multihash | None = None
         self.force = False
 
-    def http_session(self) -> aiohttp.ClientSession:
-        """The REST session: object transfers share its pool (they go to the same server)."""
-        return self.rest.http
+    def object_transport(
+        self, parallel: int, timeouts: Timeouts, limiter: RateLimiter | None
+    ) -> AbstractAsyncContextManager[ObjectTransport]:
+        return through_server(self.rest, limiter)
 
     async def start(self, local: LocalChain, expected: Multihash | None, plan: TransferPlan, force: bool) -> PushStart:
         self.current, self.force = await self.rest.head(), force

@@ -14,8 +14,14 @@ from smart_transfer.server.delta_sharing.errors import CODE_BY_STATUS
 class SharingErrorBody(BaseModel):
     """Every Delta Sharing error answer."""
 
-    errorCode: str = Field(description="e.g. INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST")  # noqa: N815
+    errorCode: str = Field(  # noqa: N815
+        description="the protocol's code for its statuses (e.g. INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST); "
+        "for any other status the server's own code (e.g. MessageTooLarge for 413)"
+    )
     message: str
+    details: dict[str, Any] | None = Field(
+        None, description="the server's typed details of its own code, when it has any (e.g. the limit of a 413)"
+    )
 
 
 class Share(BaseModel):

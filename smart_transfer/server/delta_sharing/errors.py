@@ -1,15 +1,19 @@
 """Delta Sharing's error answer, ``{"errorCode", "message"}`` with the HTTP status: for the errors of
 this protocol (SharingError) and for every error the server's other layers raise, translated once from
-the server's own vocabulary (``as_protocol_error``) by HTTP status."""
+the server's own vocabulary (``as_protocol_error``). The status is always the server's own; the code is
+the protocol's for the statuses its vocabulary names, and the server's own code for any other (a 413 is
+``MessageTooLarge``, not a bad parameter); the server's typed details travel beside it (``details``, which
+clients that do not know it ignore)."""
 
 from __future__ import annotations
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from msgspec import to_builtins
 from starlette.exceptions import HTTPException
 
-from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.protocol.codes import HTTP_STATUS, ErrorCode
 from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.server.errors import as_protocol_error
 
@@ -23,11 +27,20 @@ CODE_BY_STATUS = {
     403: "PERMISSION_DENIED",
     404: RESOURCE_DOES_NOT_EXIST,
     405: "METHOD_NOT_ALLOWED",
-    413: INVALID_PARAMETER_VALUE,
     429: "TOO_MANY_REQUESTS",
     503: "SERVICE_UNAVAILABLE",
 }
 INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+def code_for(status: int, own: ErrorCode | None = None) -> str:
+    """The error code of an answer of ``status``: the protocol's, else the server's own code (``own``, or
+    the first of the server's codes with that status), else INTERNAL_ERROR."""
+    if status in CODE_BY_STATUS:
+        return CODE_BY_STATUS[status]
+    if own is None:
+        own = next((code for code, known in HTTP_STATUS.items() if known == status), None)
+    return own.value if own is not None else INTERNAL_ERROR
 
 
 class SharingError(Exception):
@@ -35,7 +48,7 @@ class SharingError(Exception):
 
     def __init__(self, status: int, message: str, code: str | None = None) -> None:
         self.status = status
-        self.code = code or CODE_BY_STATUS.get(status, INTERNAL_ERROR)
+        self.code = code or code_for(status)
         super().__init__(message)
 
 
@@ -49,9 +62,14 @@ def not_found(message: str) -> SharingError:
     return SharingError(404, message)
 
 
-def sharing_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The protocol's error body."""
-    return JSONResponse({"errorCode": code, "message": message}, status_code=status, headers=headers)
+def sharing_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, details: object = None
+) -> JSONResponse:
+    """The protocol's error body (with the server's typed ``details`` when there are any)."""
+    body: dict[str, object] = {"errorCode": code, "message": message}
+    if details is not None:
+        body["details"] = to_builtins(details)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def sharing_error_handler(_request: Request, exc: Exception) -> JSONResponse:
@@ -64,7 +82,8 @@ async def sharing_error_handler(_request: Request, exc: Exception) -> JSONRespon
         headers["Retry-After"] = str(error.details.retry_after)
     if error.code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = 'Bearer realm="smart-transfer"'
-    return sharing_response(error.status, CODE_BY_STATUS.get(error.status, INTERNAL_ERROR), error.message, headers)
+    code = code_for(error.status, error.code)
+    return sharing_response(error.status, code, error.message, headers, error.details)
 
 
 async def sharing_validation_handler(_request: Request, exc: Exception) -> JSONResponse:
@@ -81,7 +100,7 @@ async def sharing_http_handler(request: Request, exc: Exception) -> JSONResponse
     path's Allow), or any other refusal in its own words."""
     assert isinstance(exc, HTTPException)
     status = exc.status_code
-    code = CODE_BY_STATUS.get(status, INVALID_PARAMETER_VALUE)
+    code = code_for(status)
     if status == 404:
         return sharing_response(status, code, f"no route {request.url.path}")
     if status == 405:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from smart_transfer.model import AddData, ChainTip, Checkpoint, decode_block
+from smart_transfer.model import AddData, ChainTip, Checkpoint, ObjectKind, ObjectRef, decode_block
 from smart_transfer.model.manifest import CheckpointFile
 from smart_transfer.repo.compare import VersionComparison, VersionError, compare_versions, resolve_version
 from smart_transfer.repo.dataset import DatasetRepository
@@ -76,8 +76,6 @@ def _slice_rows(
 
 
 def _checkpoint_files(repo: DatasetRepository, checkpoint: Checkpoint) -> Files:
-    from smart_transfer.model import ObjectKind, ObjectRef
-
     try:
         manifest = repo.read_manifest(ObjectRef(ObjectKind.CHECKPOINT, checkpoint.physical_hash, checkpoint.size))
     except RepositoryError as exc:

@@ -19,8 +19,6 @@ PUBLISHED = {
     "assets/web-view-compare.png": ROOT / "bench-results" / "ui" / "readme-compare.png",
     "assets/web-view-phone.png": ROOT / "bench-results" / "ui" / "readme-dataset-phone.png",
     "assets/loadtest.png": ROOT / "bench-results" / "loadtest" / "2026-11-27T123926Z.png",
-    "assets/loadtest-2026-11-27-morning.png": ROOT / "bench-results" / "loadtest" / "2026-11-27T101740Z.png",
-    "assets/loadtest-2026-11-26.png": ROOT / "bench-results" / "loadtest" / "2026-11-26T210522Z.png",
 }
 
 

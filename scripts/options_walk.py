@@ -35,19 +35,25 @@ DEPTH = (
     ("smart_transfer.client.client", 1),
     ("smart_transfer.client.sync_client", 1),
     ("smart_transfer.client.options", 1),
+    ("smart_transfer.client.flows.job", 2),
+    ("smart_transfer.client.flows.pull", 2),
+    ("smart_transfer.client.flows.push", 2),
+    ("smart_transfer.client.flows.moving", 3),
+    ("smart_transfer.client.flows.objects", 4),
     ("smart_transfer.client.flows", 2),
-    ("smart_transfer.client.transports", 3),
+    ("smart_transfer.client.transports", 5),
     ("smart_transfer.client", 2),
-    ("smart_transfer.transfer", 4),
+    ("smart_transfer.transfer", 6),
 )
 
 
 def depth(module: str) -> int:
-    """The layer of ``module`` (0: the command line); 5 for anything below the data plane."""
+    """The layer of ``module`` (0: the command line; a flow above what moves its objects, which is above
+    one object's move); 7 for anything below the data plane."""
     for prefix, level in DEPTH:
         if module == prefix or module.startswith(prefix + "."):
             return level
-    return 5
+    return 7
 
 
 def _carries_options(frame: FrameType) -> bool:
@@ -127,12 +133,9 @@ def figures(walk: list[Step]) -> dict[str, Any]:
         if step.callee in rooms:
             # a loop over objects repeats one arrow: one visit; coming back by another way is a revisit
             revisits += (previous.caller, previous.callee) != (step.caller, step.callee)
-            # back into a room the walk entered before this one: up the flow (a callback through a task
-            # boundary, where the stack no longer shows the caller's callers)
-            climbs += step.climb or rooms.index(step.callee) < rooms.index(step.caller)
         else:
             rooms.append(step.callee)
-            climbs += step.climb
+        climbs += step.climb
         previous = step
 
     def short(name: str) -> str:

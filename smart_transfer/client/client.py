@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from smart_transfer.client.flows.follow import Follower
-from smart_transfer.client.flows.job import ClientTools, FlowJob, ProgressCallback, ProgressUpdate
+from smart_transfer.client.flows.job import ClientTools, FlowJob, HeapPolicy, ProgressCallback, ProgressUpdate
 from smart_transfer.client.flows.moving import TransferSummary
 from smart_transfer.client.flows.pull import follow as follow_flow
 from smart_transfer.client.flows.pull import pull as pull_flow
@@ -71,18 +71,20 @@ class Client:
         progress: ProgressCallback | None = None,
         warn: Callable[[str], None] | None = None,
         transport: Transport | None = None,
+        heap: HeapPolicy | None = None,
         **values: Any,
     ) -> None:
         """``options``: every bound (parallelism, timeouts, protocol, large objects, peers; see
         ``ClientOptions``); ``values``: the same as keywords, on top of ``options`` (``parallel=4``).
         ``transport``: the transport every operation uses (default: the smart protocol with a fallback to
         the simple one, or the one ``options.protocol`` names), so a caller or a test can inject one.
+        ``heap``: what the process does with a pull's decoded blocks while the pull uses them (None, the
+        default: nothing; the host's collector is its own).
         A bound out of range raises ``SettingError`` (a ValueError) naming it; a token that cannot be a
         bearer token (spaces, control characters) raises ``InvalidToken`` (a ValueError). ``workspace`` None: a
         client for the server-side calls only (``list_datasets``)."""
         self._workspace = workspace
-        options = options or ClientOptions()
-        self.settings = options.with_values(**values) if values else options
+        self.settings = (options or ClientOptions()).with_values(**values)
         check_token(token)
         self.token = token
         self.warn = warn or log.warning
@@ -93,6 +95,7 @@ class Client:
             RateLimiter(settings.limit_rate) if settings.limit_rate else None,
             PeerHealth(settings.peer_check_age) if settings.peers else None,
             progress,
+            heap,
         )
 
     @property
@@ -118,7 +121,9 @@ class Client:
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
         summary = await self._run(
-            lambda transport: pull_flow(self._job(transport, name, remote, False, force, announced))
+            lambda transport: pull_flow(
+                self._job(transport, name, remote, upload=False, force=force, announce=announced)
+            )
         )
         self._remember(name, remote)
         return summary
@@ -128,13 +133,21 @@ class Client:
         transport: Transport,
         name: str,
         remote: RemoteDataset,
+        *,
         upload: bool,
         force: bool,
         announce: str | None = None,
     ) -> FlowJob:
         """The one job of a pull, push or follow of ``name`` over ``transport``."""
-        target = (self.workspace, name, remote)
-        return FlowJob.of(transport, self.settings, self.tools, target, upload=upload, force=force, announce=announce)
+        return FlowJob.of(
+            transport,
+            self.settings,
+            self.tools,
+            (self.workspace, name, remote),
+            upload=upload,
+            force=force,
+            announce=announce,
+        )
 
     async def follow(
         self,
@@ -158,7 +171,9 @@ class Client:
 
         async def session(report: Callable[[TransferSummary], None]) -> None:
             await retry_when_busy(
-                lambda: follow_flow(self._job(self._smart(), name, remote, False, force, announced), report, stop),
+                lambda: follow_flow(
+                    self._job(self._smart(), name, remote, upload=False, force=force, announce=announced), report, stop
+                ),
                 self.warn,
             )
 
@@ -191,7 +206,9 @@ class Client:
         """Make the remote dataset's head the local head; ``url`` None: the dataset's remote. Raises
         like ``pull``; on any failure the remote head is unchanged."""
         remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
-        summary = await self._run(lambda transport: push_flow(self._job(transport, name, remote, True, force)))
+        summary = await self._run(
+            lambda transport: push_flow(self._job(transport, name, remote, upload=True, force=force))
+        )
         self._remember(name, remote)
         return summary
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from smart_transfer.reading.dataset import LocalDataset
 
 
-_OPTION_FIELDS = {field.name for field in dataclasses.fields(ClientOptions)}
+_OPTION_FIELDS = {field.name for field in dataclasses.fields(ClientOptions) if field.init}
 
 
 class SyncClient:

@@ -3,38 +3,26 @@ million small objects that all stay alive, and each allocation burst would make 
 every one of them again (it doubled the decode time). Blocks hold no reference cycles, so nothing is
 lost by pausing the collector for the length of a decode; it runs as usual afterwards.
 
-Library code owns only that scope: it pauses the collector and puts back what it found, and never
-freezes or unfreezes the heap (a process that embeds the SDK keeps its own collector policy; only the
-console script, ``cli/main.py``, sets one for the command-line process)."""
+Library code owns only that scope: it pauses the collector and turns it back on if it found it on, and
+never freezes or unfreezes the heap. A process that embeds the SDK keeps its own collector policy; the
+console script sets one for the command-line process (``cli/heap.py``)."""
 
 from __future__ import annotations
 
 import gc
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-_lock = threading.Lock()
-_paused = 0  # scopes open now, in every thread
-_found_enabled = False  # what the first of them found, put back by the last
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for the body. Nested and concurrent uses (in one thread or
-    several) share one pause: the first to enter notes whether the collector was enabled, the last to
-    leave puts that back, so the collector is never left off by an overlap, nor turned on when the
-    process had turned it off."""
-    global _paused, _found_enabled
-    with _lock:
-        if _paused == 0:
-            _found_enabled = gc.isenabled()
-            gc.disable()
-        _paused += 1
+    """Pause the cyclic garbage collector for the body (nested uses, in one thread or several, are
+    fine: only a use that found it enabled turns it back on, so a process that turned it off keeps it
+    off)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        with _lock:
-            _paused -= 1
-            if _paused == 0 and _found_enabled:
-                gc.enable()
+        if was_enabled:
+            gc.enable()

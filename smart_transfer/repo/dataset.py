@@ -64,7 +64,7 @@ class DatasetRepository:
 
     def __init__(self, store: ObjectStore, index: RepositoryIndex, name: DatasetName, lock: threading.Lock) -> None:
         self.store = store
-        self.index = index
+        self._index = index
         self.name = name
         self._lock = lock
         #: The dataset's packs and single-block objects in the store.
@@ -95,12 +95,12 @@ class DatasetRepository:
         """A block's bytes, from the index when cached, else from the store (checked): the packs the
         index has not cached yet are read whole and cached (a walk needs their other blocks next;
         each pack is read once), then a single-block object. None when the store has it nowhere."""
-        data = self.index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
+        data = self._index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
         if data is not None:
             return data
         for relist in (False, True):  # a repack may have just moved it: list the packs once more
             if self._cache_new_packs(relist):
-                data = self.index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
+                data = self._index.block_bytes(self.name, block_hash) or self._uncached.get(block_hash)
                 if data is not None:
                     return data
             data = self.blocks.read_single(block_hash)
@@ -117,16 +117,16 @@ class DatasetRepository:
         found = False
         for info in self.blocks.packs():
             address = hash_of_key(info.key)
-            if info.key in seen or address is None or self.index.has_pack(self.name, address):
+            if info.key in seen or address is None or self._index.has_pack(self.name, address):
                 continue
             blocks = self.blocks.read(info.key)
             if blocks is None:
                 continue  # repacked meanwhile: the next listing has the pack that holds its blocks
             seen.add(info.key)
-            if self.index.read_only:
+            if self._index.read_only:
                 self._uncached.update(blocks)
             else:
-                self.index.record_blocks(self.name, blocks, address)
+                self._index.record_blocks(self.name, blocks, address)
             found = True
         return found
 
@@ -145,13 +145,13 @@ class DatasetRepository:
         """Make the index match the stored head: walk back from head to the first block on the indexed
         chain, validate the new part, and record it. Handles rewrites (force). A read-only index is
         taken as it is: it names the chain committed when it was opened."""
-        indexed = self.index.tip(self.name)
-        if self.index.read_only:
+        indexed = self._index.tip(self.name)
+        if self._index.read_only:
             return indexed
         head = self.head()
         if head is None:
             if indexed is not None:
-                self.index.forget(self.name)
+                self._index.forget(self.name)
             return None
         if indexed is not None and indexed.head == head:
             return indexed
@@ -160,9 +160,9 @@ class DatasetRepository:
         except ModelError as exc:
             raise CorruptRepository(f"{self.name}: stored chain is invalid: {exc}") from None
         base = self.chain_tip_at(walk.base) if walk.base is not None else None
-        self.index.record_blocks(self.name, ((b.hash, b.data) for b in walk.blocks))
+        self._index.record_blocks(self.name, ((b.hash, b.data) for b in walk.blocks))
         self._record(indexed, base, walk.blocks)
-        return self.index.tip(self.name)
+        return self._index.tip(self.name)
 
     def _record(
         self,
@@ -182,7 +182,7 @@ class DatasetRepository:
         if old_tip is not None and (base is None or base.sequence_number < old_tip.sequence_number):
             self._forget_replaced(old_tip, base)
         with collector_paused():  # an entry per block, all alive until written: see model/bulk.py
-            self.index.advance(self.name, old_tip, new_tip, _sequence_entries(base, blocks), objects)
+            self._index.advance(self.name, old_tip, new_tip, _sequence_entries(base, blocks), objects)
         return new_tip
 
     def _validated(self, base: ChainTip | None, blocks: Sequence[NewBlock]) -> ChainTip:
@@ -213,9 +213,9 @@ class DatasetRepository:
         by gc later, so stop claiming them present (those the new chain references again are recorded
         with it)."""
         first = base.sequence_number + 1 if base is not None else 0
-        replaced = self.index.hashes_between(self.name, first, old_tip.sequence_number)
+        replaced = self._index.hashes_between(self.name, first, old_tip.sequence_number)
         dropped = committed_refs(self.block_bytes(h) for h in replaced)
-        self.index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
+        self._index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
 
     def blocks_after(self, tip: ChainTip, begin_after: Multihash | None) -> Iterator[tuple[Multihash, bytes]]:
         """Blocks of the chain ending at ``tip`` that come after ``begin_after`` (None: all), oldest first.
@@ -230,13 +230,13 @@ class DatasetRepository:
 
     def sequence_of(self, block_hash: Multihash) -> int | None:
         """The sequence number of ``block_hash`` if it is on the current (indexed) chain."""
-        data = self.index.block_bytes(self.name, block_hash)
+        data = self._index.block_bytes(self.name, block_hash)
         if data is None:
             return None
         seq = block_sequence(data)
         if seq is None:
             return None
-        entry = self.index.entry_at(self.name, seq)
+        entry = self._index.entry_at(self.name, seq)
         return seq if entry is not None and entry[0] == block_hash else None
 
     def on_chain(self, block_hash: Multihash) -> bool:
@@ -249,7 +249,7 @@ class DatasetRepository:
 
     def required_entry(self, seq: int) -> tuple[Multihash, int]:
         """``entry_at(seq)``, which the caller knows is there: CorruptRepository when the index lacks it."""
-        entry = self.index.entry_at(self.name, seq)
+        entry = self._index.entry_at(self.name, seq)
         if entry is None:
             raise CorruptRepository(f"index of {self.name} has no block {seq}; delete the index to rebuild it")
         return entry
@@ -257,10 +257,10 @@ class DatasetRepository:
     def chain_tip_at(self, block_hash: Multihash) -> ChainTip | None:
         """The tip the chain had at ``block_hash`` if that block is on the current chain."""
         seq = self.sequence_of(block_hash)
-        tip = self.index.tip(self.name)
+        tip = self._index.tip(self.name)
         if seq is None or tip is None:
             return None
-        entry = self.index.entry_at(self.name, seq)
+        entry = self._index.entry_at(self.name, seq)
         assert entry is not None
         return ChainTip(block_hash, seq, tip.dataset_id, entry[1])
 
@@ -300,54 +300,66 @@ class DatasetRepository:
     def committed(self, kind: ObjectKind, object_hash: Multihash, *, resync: bool = False) -> int | None:
         """The size of the object as committed in this dataset, None when no committed block references
         it. The index answers, without a round trip to the store. ``resync``: on a miss, bring the index
-        up to the stored head once and ask again (another server may have committed it since; a reader
-        handing out a URL wants that, a writer deciding whether to accept an upload does not need it: a
-        committed object is never written again either way, see ``server/signer.py``)."""
-        size = self.index.object_size(self.name, kind, object_hash)
+        up to the stored head once and ask again, for a reader that must not refuse an object another
+        server committed since (a download URL). Without it the answer is as of this index's last sync:
+        a writer asking whether to accept an upload may then accept one more upload of an object another
+        replica committed meanwhile; that can only write the same bytes again (the key is their hash and
+        the PUT binds their MD5), and the commit checks them like any other."""
+        size = self._index.object_size(self.name, kind, object_hash)
         if size is None and resync:
             self.require_tip()
-            size = self.index.object_size(self.name, kind, object_hash)
+            size = self._index.object_size(self.name, kind, object_hash)
         return size
 
-    def has_object(self, ref: ObjectRef, *, resync: bool = False) -> bool:
-        """Whether ``ref`` is committed with exactly its size (``committed``)."""
-        return self.committed(ref.kind, ref.physical_hash, resync=resync) == ref.size
+    def has_object(self, ref: ObjectRef) -> bool:
+        """Whether ``ref`` is committed with exactly its size (``committed``, as of the last sync)."""
+        return self.committed(ref.kind, ref.physical_hash) == ref.size
 
     def committed_objects(self) -> Iterator[tuple[ObjectKind, Multihash, int]]:
         """Every object the index holds committed in this dataset: (kind, hash, size)."""
-        return self.index.objects(self.name)
+        return self._index.objects(self.name)
 
     # -- the indexed chain, read without syncing --------------------------------------------------
 
     def indexed_tip(self) -> ChainTip | None:
         """The tip the index was last synced to (``tip`` syncs first)."""
-        return self.index.tip(self.name)
+        return self._index.tip(self.name)
 
-    def cached_block(self, block_hash: Multihash) -> bytes | None:
-        """A block's bytes if the index caches them (content-addressed: valid whatever the head)."""
-        return self.index.block_bytes(self.name, block_hash)
+    def cached_block(self, block_hash: Multihash, *, resync: bool = False) -> bytes | None:
+        """A block's bytes if the index caches them (content-addressed: valid whatever the head);
+        ``resync``: on a miss, bring the index up to the stored head once and look again."""
+        data = self._index.block_bytes(self.name, block_hash)
+        if data is None and resync:
+            self.require_tip()
+            data = self._index.block_bytes(self.name, block_hash)
+        return data
 
     def cache_blocks(self, blocks: Iterable[tuple[Multihash, bytes]]) -> None:
         """Cache block bytes by hash (a block uploaded on its own, on no chain yet)."""
-        self.index.record_blocks(self.name, blocks)
+        self._index.record_blocks(self.name, blocks)
 
     def entry_at(self, seq: int) -> tuple[Multihash, int] | None:
         """The hash of block ``seq`` of the indexed chain and the next record offset after it."""
-        return self.index.entry_at(self.name, seq)
+        return self._index.entry_at(self.name, seq)
 
     def hashes_between(self, first_seq: int, last_seq: int) -> Iterator[Multihash]:
         """The hashes of blocks ``first_seq..last_seq`` (inclusive) of the indexed chain, in order."""
-        return self.index.hashes_between(self.name, first_seq, last_seq)
+        return self._index.hashes_between(self.name, first_seq, last_seq)
+
+    def chain_entries(self, first_seq: int, last_seq: int) -> Iterator[tuple[Multihash, bytes | None]]:
+        """``chain_blocks`` without looking up what the index does not keep beside its entries (None): for
+        a caller that reads few of the blocks and fetches those itself (``block_bytes``)."""
+        return self._index.chain_blocks(self.name, first_seq, last_seq)
 
     def chain_blocks(self, first_seq: int, last_seq: int) -> Iterator[tuple[Multihash, bytes]]:
         """Hashes and bytes of blocks ``first_seq..last_seq`` of the indexed chain, in order, in one index
         scan (bytes an old index did not keep beside its entries are looked up by hash)."""
-        for block_hash, data in self.index.chain_blocks(self.name, first_seq, last_seq):
+        for block_hash, data in self._index.chain_blocks(self.name, first_seq, last_seq):
             yield block_hash, data if data is not None else self.block_bytes(block_hash)
 
     def chain_hash_texts(self, first_seq: int, last_seq: int) -> Iterator[tuple[str, bytes]]:
         """``chain_blocks`` with each hash as its text, unparsed (a scan that needs few of the hashes)."""
-        for text, data in self.index.chain_hash_texts(self.name, first_seq, last_seq):
+        for text, data in self._index.chain_hash_texts(self.name, first_seq, last_seq):
             yield text, data if data is not None else self.block_bytes(Multihash.parse(text))
 
     # -- uploads the server hashed itself (the simple protocol) -----------------------------------
@@ -355,38 +367,38 @@ class DatasetRepository:
     def record_staged(self, ref: ObjectRef, md5_hex: str) -> None:
         """Remember the MD5 of an object this server stored after hashing its body, so the commit that
         references it checks it like a promised one."""
-        self.index.record_staged(self.name, ref.kind, ref.physical_hash, md5_hex)
+        self._index.record_staged(self.name, ref.kind, ref.physical_hash, md5_hex)
 
     def staged_md5(self, kind: ObjectKind, object_hash: Multihash) -> str | None:
         """The MD5 recorded by ``record_staged`` for the object, if any."""
-        return self.index.staged_md5(self.name, kind, object_hash)
+        return self._index.staged_md5(self.name, kind, object_hash)
 
     # -- what a workspace knows of its remotes, and a server of its readers' peers ----------------
 
     def remote_head(self, remote: str) -> Multihash | None:
         """The head ``remote`` had when this repository last synced the dataset with it."""
-        return self.index.remote_head(self.name, remote)
+        return self._index.remote_head(self.name, remote)
 
     def set_remote_head(self, remote: str, head: Multihash) -> None:
         """Record the head ``remote`` has now (nothing is written when it is unchanged)."""
-        self.index.set_remote_head(self.name, remote, head)
+        self._index.set_remote_head(self.name, remote, head)
 
     @property
     def writable(self) -> bool:
         """Whether this repository's index may be written (a read-only open sees it as it was)."""
-        return not self.index.read_only
+        return not self._index.read_only
 
     def record_peer(self, url: str, value: bytes) -> None:
         """Remember a peer announcement of the dataset by its URL (the value is the caller's)."""
-        self.index.record_peer(self.name, url, value)
+        self._index.record_peer(self.name, url, value)
 
     def peer_records(self) -> Iterator[tuple[str, bytes]]:
         """Every peer announcement recorded for the dataset: (URL, value)."""
-        return self.index.peer_records(self.name)
+        return self._index.peer_records(self.name)
 
     def forget_peers(self, urls: Iterable[str]) -> None:
         """Drop the peer announcements of ``urls``."""
-        self.index.forget_peers(self.name, urls)
+        self._index.forget_peers(self.name, urls)
 
     def object_key(self, ref: ObjectRef) -> str:
         return object_key(self.name, ref.kind, ref.physical_hash)
@@ -455,7 +467,7 @@ class DatasetRepository:
             return
         with collector_paused():  # see model/bulk.py
             stored = self.blocks.write([] if pack is not None else [(b.hash, b.data) for b in blocks], pack)
-            self.index.record_blocks(self.name, ((b.hash, b.data) for b in blocks), stored.address)
+            self._index.record_blocks(self.name, ((b.hash, b.data) for b in blocks), stored.address)
 
     def append(self, events: Iterable[Event], dataset_id: str | None = None) -> ChainTip:
         """Append blocks for ``events`` on top of the current head (creating the dataset with a Seed

@@ -43,7 +43,7 @@ class Repository:
 
     def __init__(self, store: ObjectStore, index_path: Path, *, read_only: bool = False) -> None:
         self.store = store
-        self.index = RepositoryIndex(index_path, read_only=read_only)
+        self._index = RepositoryIndex(index_path, read_only=read_only)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -52,7 +52,7 @@ class Repository:
         valid = DatasetName(name)
         with self._locks_guard:
             lock = self._locks.setdefault(valid, threading.Lock())
-        return DatasetRepository(self.store, self.index, valid, lock)
+        return DatasetRepository(self.store, self._index, valid, lock)
 
     def dataset_names(self, after: str | None = None) -> Iterator[DatasetName]:
         """Names of the datasets that have a head, in the store's order (``candidate_names``)."""
@@ -75,26 +75,26 @@ class Repository:
         operation removes a head; a dataset deleted from the store by hand stays listed until a request
         touches it and the index forgets it); the others' refs are read, HEAD_READS_PARALLEL at a time
         (on S3 each is a round trip)."""
-        unknown = [name for name in names if self.index.tip(name) is None]
+        unknown = [name for name in names if self._index.tip(name) is None]
         heads = dict(zip(unknown, per_dataset(lambda name: self.store.read_ref(head_key(name)), unknown), strict=True))
         return [name for name in names if name not in heads or heads[name] is not None]
 
     def check_index(self) -> None:
         """Raise RepositoryError unless the index can be written and read back (a readiness probe)."""
-        self.index.check()
+        self._index.check()
 
     def slice_stats(self, format_version: int, hashes: Sequence[str]) -> list[bytes | None]:
         """The statistics recorded for each slice by physical hash (None where none are): they are the
         content's, kept once for every dataset of the repository."""
-        return self.index.slice_stats(format_version, hashes)
+        return self._index.slice_stats(format_version, hashes)
 
     def record_slice_stats(self, format_version: int, records: Iterable[tuple[str, bytes]]) -> None:
         """Record slice statistics by physical hash, in one atomic batch."""
-        self.index.record_slice_stats(format_version, records)
+        self._index.record_slice_stats(format_version, records)
 
     def close(self) -> None:
         """Close the index and the store."""
-        self.index.close()
+        self._index.close()
         self.store.close()
 
     def __enter__(self) -> Self:

@@ -123,10 +123,7 @@ async def read_head(dataset: DatasetParam, state: State) -> Response:
 
 def _block(repo: DatasetRepository, wanted: Multihash) -> bytes:
     # content-addressed: cached bytes are valid whatever the head; sync only on a miss
-    data = repo.cached_block(wanted)
-    if data is None:
-        repo.require_tip()
-        data = repo.cached_block(wanted)
+    data = repo.cached_block(wanted, resync=True)
     if data is None:  # on no chain (a push in flight, REST uploads): packs not cached yet, read once
         data = repo.find_block(wanted)
     if data is None:

@@ -28,8 +28,9 @@ def last_checkpoint(dataset: DatasetRepository, common: Multihash) -> ObjectRef 
     lowest = max(0, seq - BASE_LOOKBACK_BLOCKS + 1)
     while seq >= lowest:
         first = max(lowest, seq - _STEP + 1)
-        window = list(dataset.chain_blocks(first, seq))
-        for _, data in reversed(window):
+        window = list(dataset.chain_entries(first, seq))  # one scan; a block's bytes read only if reached
+        for block_hash, cached in reversed(window):
+            data = cached if cached is not None else dataset.block_bytes(block_hash)
             refs = [r for r in committed_refs([data]) if r.kind is ObjectKind.CHECKPOINT]
             if refs:
                 return refs[0]

@@ -29,8 +29,7 @@ async def open_library(library: str, parallel: int, timeouts: Timeouts | None = 
         finally:
             engine.close()
         return
-    # each library loads only when a transport of it opens
-    from smart_transfer.transfer import aio
+    from smart_transfer.transfer import aio  # likewise: aiohttp and its TLS contexts load only here
 
     async with aio.make_session(parallel, timeouts) as session:
         yield aio.AiohttpTransport(session)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, APIWebSocketRoute, iter_route_contexts
+from fastapi.testclient import TestClient
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from smart_transfer.server.app import create_app
@@ -21,19 +22,20 @@ from smart_transfer.server.settings import ServerSettings
 
 #: The routes that do not pass the guard, and why (docs/explanation/security.md says the same).
 UNGUARDED = {
-    "/healthz": "liveness for balancers: says only that the process answers",
-    "/readyz": "readiness for balancers: says only whether the store and index answer",
-    "/metrics": "authenticates itself unless --metrics-public; answers while draining, holds no slot",
-    "/favicon.ico": "a static icon",
-    "/docs": "the OpenAPI page (the document lists routes, no data)",
-    "/docs/static/{file}": "the OpenAPI page's script and style",
-    "/openapi.json": "the OpenAPI document",
-    "/delta-sharing/openapi.json": "the Delta Sharing face's OpenAPI document",
-    "/{path:path}": "a WebSocket to no session route: refused with NoSuchRoute, nothing served",
-    "/ui/signin": "where a browser gives the token the guard then checks",
-    "/ui/signout": "forgets the browser's token",
-    "/ui/static/{file}": "the web view's style sheet and script",
-    "/ui/{rest:path}": "the web view's 404 page",
+    "GET /healthz health": "liveness for balancers: says only that the process answers",
+    "GET /readyz ready": "readiness for balancers: says only whether the store and index answer",
+    "GET /metrics metrics": "authenticates itself unless --metrics-public; answers while draining, holds no slot",
+    "GET /favicon.ico favicon": "a static icon",
+    "GET /docs docs": "the OpenAPI page (the document lists routes, no data)",
+    "GET /docs/static/{file} docs_static": "the OpenAPI page's script and style",
+    "GET /openapi.json openapi": "the OpenAPI document",
+    "GET /delta-sharing/openapi.json openapi": "the Delta Sharing face's OpenAPI document",
+    "WEBSOCKET /{path:path} no_such_route": "a WebSocket to no session route: refused with NoSuchRoute",
+    "GET /ui/signin sign_in_form": "where a browser gives the token the guard then checks",
+    "POST /ui/signin sign_in": "checks the token it is given, and keeps it for the browser",
+    "POST /ui/signout sign_out": "forgets the browser's token",
+    "GET /ui/static/{file} static": "the web view's style sheet and script",
+    "GET /ui/{rest:path} unknown": "the web view's 404 page",
 }
 #: Routes of the embedded store: each request carries the store's own signed, expiring URL, checked there.
 STORE_PREFIX = "/_store/"
@@ -80,11 +82,17 @@ def _dependencies(dependant: Dependant | None) -> Iterator[Callable[..., Any]]:
 
 
 class Declared(NamedTuple):
-    """A route as the app serves it: its whole path, endpoint and dependencies."""
+    """A route as the app serves it: its whole path, endpoint, dependencies and methods."""
 
     path: str
     endpoint: Callable[..., Any]
     dependant: Dependant | None
+    methods: frozenset[str]
+
+    @property
+    def keys(self) -> list[str]:
+        """How UNGUARDED names it: one ``METHOD path endpoint`` per method (HEAD goes with GET)."""
+        return [f"{method} {self.path} {self.endpoint.__name__}" for method in sorted(self.methods - {"HEAD"})]
 
 
 def declared_routes(routes: Sequence[BaseRoute], prefix: str = "") -> Iterator[Declared]:
@@ -94,7 +102,8 @@ def declared_routes(routes: Sequence[BaseRoute], prefix: str = "") -> Iterator[D
         if isinstance(route, Mount):
             yield from declared_routes(route.routes, prefix + route.path)
         elif isinstance(route, APIRoute | APIWebSocketRoute | Route | WebSocketRoute):
-            yield Declared(prefix + str(context.path), route.endpoint, getattr(context, "dependant", None))
+            methods = frozenset(getattr(route, "methods", None) or {"WEBSOCKET"})
+            yield Declared(prefix + str(context.path), route.endpoint, getattr(context, "dependant", None), methods)
 
 
 def _routes(tmp_path: Path) -> list[Declared]:
@@ -105,11 +114,12 @@ def test_every_route_passes_the_guard_unless_listed(tmp_path: Path) -> None:
     routes = _routes(tmp_path)
     assert len(routes) > 30  # the walk sees every face: REST, smart, Delta Sharing, web view, ops
     unguarded = [
-        route.path
+        key
         for route in routes
-        if route.path not in UNGUARDED
-        and not route.path.startswith(STORE_PREFIX)
+        if not route.path.startswith(STORE_PREFIX)
         and not any(passes_guard(call) for call in (route.endpoint, *_dependencies(route.dependant)))
+        for key in route.keys
+        if key not in UNGUARDED
     ]
     assert unguarded == [], "routes that skip the guard (list them in UNGUARDED, and why, if meant):\n" + "\n".join(
         unguarded
@@ -117,8 +127,8 @@ def test_every_route_passes_the_guard_unless_listed(tmp_path: Path) -> None:
 
 
 def test_the_listed_exceptions_are_routes_of_the_app(tmp_path: Path) -> None:
-    paths = {route.path for route in _routes(tmp_path)}
-    assert set(UNGUARDED) - paths == set()
+    keys = {key for route in _routes(tmp_path) for key in route.keys}
+    assert set(UNGUARDED) - keys == set()
 
 
 def test_the_guard_check_tells_a_guarded_function_from_one_that_is_not() -> None:
@@ -136,3 +146,46 @@ def test_the_guard_check_tells_a_guarded_function_from_one_that_is_not() -> None
     assert passes_guard(guarded)
     assert not passes_guard(open_door)
     assert not passes_guard(through_helper)  # the helper must be the server's own
+
+
+#: A valid value for each path parameter the routes take, so a request reaches the guard (a malformed
+#: one would be refused before it, with 400).
+_PLACEHOLDERS = {
+    "dataset": "ds",
+    "name": "ds",
+    "kind": "data",
+    "object_hash": "f1220" + "ab" * 32,
+    "block_hash": "f1220" + "ab" * 32,
+    "slice_hash": "f1220" + "ab" * 32,
+    "ref": "0",
+    "share": "smart-transfer",
+    "schema": "datasets",
+    "table": "ds",
+}
+
+
+def _url(path: str) -> str:
+    for name, value in _PLACEHOLDERS.items():
+        path = path.replace("{" + name + "}", value)
+    return path
+
+
+def test_every_guarded_route_refuses_a_request_without_a_token(tmp_path: Path) -> None:
+    """The same walk, told by behaviour: on a server with tokens, every route not listed answers 401 to a
+    request that carries none, before it does anything else."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tokens": [{"subject": "a", "sha256": "' + "0" * 64 + '", "read": ["*"]}]}')
+    app = create_app(ServerSettings(root=tmp_path / "server", tokens_file=tokens), 8080)
+    asked = []
+    with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+        for context in iter_route_contexts(app.routes):
+            route = context.original_route
+            if not isinstance(route, APIRoute) or "{" in _url(str(context.path)):
+                continue
+            for method in sorted(route.methods - {"HEAD"}):
+                if f"{method} {context.path} {route.endpoint.__name__}" in UNGUARDED:
+                    continue
+                answer = client.request(method, _url(str(context.path)), content=b"x")
+                asked.append(f"{method} {context.path}")
+                assert answer.status_code == 401, f"{method} {context.path}: {answer.status_code}"
+    assert len(asked) > 15

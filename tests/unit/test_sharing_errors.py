@@ -41,3 +41,10 @@ def test_statuses_the_protocol_names_keep_its_codes() -> None:
     assert (status, body["errorCode"]) == (400, "INVALID_PARAMETER_VALUE")
     status, body = _answer(ProtocolError(ErrorCode.DIVERGED, "x"))
     assert (status, body["errorCode"]) == (409, "Diverged")
+
+
+def test_a_failure_is_the_protocols_internal_error_and_an_unknown_refusal_a_bad_parameter() -> None:
+    status, body = _answer(RuntimeError("boom"))
+    assert (status, body["errorCode"]) == (500, "INTERNAL_ERROR")
+    for odd in (411, 415, 422):
+        assert _answer(SharingError(odd, "no"))[1]["errorCode"] == "INVALID_PARAMETER_VALUE"

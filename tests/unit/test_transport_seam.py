@@ -1,7 +1,8 @@
 """Object bytes move through one seam (transfer/transport.py): outside the two implementations of
-ObjectTransport (libcurl, aiohttp) and the one place that chooses between them, no function of the data
-plane or of the flows takes an HTTP library's engine or session to choose between them; they take the
-transport."""
+ObjectTransport (libcurl, aiohttp), the one place that chooses between them (transfer/choice.py), and the
+one place a channel wraps its own REST session (the simple protocol's objects go through its server), no
+function of the data plane, the flows or the transports takes an HTTP library's engine or session to
+choose between them; they take the transport, which each channel provides."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "smart_transfer"
-#: The modules that move objects, or drive their moves.
+#: The modules that move objects or drive their moves.
 SCANNED = (PACKAGE / "transfer", PACKAGE / "client" / "flows")
+#: What makes a transport of one library: called only by the chooser, the implementations, and the one
+#: place a channel wraps its own session.
+CONSTRUCTORS = {"AiohttpTransport", "CurlEngine", "open_library"}
 #: The two implementations, where an engine or a session is theirs to take.
 IMPLEMENTATIONS = {PACKAGE / "transfer" / "curl.py", PACKAGE / "transfer" / "aio.py"}
-#: The one place that chooses (it may be handed a channel's own session).
+#: The one place that chooses (it is handed no session: only bounds), and the one place a channel wraps
+#: its own session in a transport (it takes the REST client that holds it).
 CHOOSER = (PACKAGE / "transfer" / "choice.py", "open_transport")
-#: Parameter names and annotation words that choose an HTTP library (a parameter named ``session`` is
-#: the SDK's session unless its type says otherwise).
+CHANNEL_OWN = (PACKAGE / "client" / "transports" / "simple.py", "through_server")
 NAMES = {"engine", "http"}
 TYPES = ("CurlEngine", "ClientSession", "AiohttpTransport", "pycurl")
 
@@ -35,7 +39,7 @@ def _offences(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
     offences = []
     for function, arg in _parameters(tree):
-        if (path, function) == CHOOSER:
+        if (path, function) in (CHOOSER, CHANNEL_OWN):
             continue
         annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
         if arg.arg in NAMES or any(word in annotation for word in TYPES):
@@ -64,3 +68,29 @@ def test_the_scan_finds_an_engine_parameter(tmp_path: Path) -> None:
         if arg.arg in NAMES or any(word in ast.unparse(arg.annotation or ast.Constant("")) for word in TYPES)
     }
     assert names == {("fetch", "engine"), ("put", "pool")}
+
+
+def _constructions(path: Path) -> list[str]:
+    """``function: Constructor`` for each call of a transport's constructor in the module at ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name | ast.Attribute):
+                    name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
+                    if name in CONSTRUCTORS:
+                        found.append(f"{node.name}: {name}")
+    return found
+
+
+def test_only_the_chooser_and_a_channels_own_session_make_a_transport_of_a_library() -> None:
+    allowed = {CHOOSER, CHANNEL_OWN}
+    made = [
+        f"{path.relative_to(PACKAGE)}: {construction}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path not in IMPLEMENTATIONS
+        for construction in _constructions(path)
+        if (path, construction.split(":")[0]) not in allowed and path != CHOOSER[0]
+    ]
+    assert made == [], "choose the library in transfer/choice.py:\n" + "\n".join(made)
+    assert any(_constructions(CHANNEL_OWN[0])), "the simple channel wraps its own session"

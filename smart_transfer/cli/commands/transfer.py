@@ -87,9 +87,10 @@ def _checked_options(args: argparse.Namespace) -> ClientOptions:
 def _client(
     args: argparse.Namespace, options: ClientOptions, workspace: Workspace, bar: ProgressCallback | None
 ) -> Client:
+    from smart_transfer.cli.heap import FrozenHeap
     from smart_transfer.client.client import Client
 
-    return Client(workspace, options, token=token(args), progress=bar, warn=warn)
+    return Client(workspace, options, token=token(args), progress=bar, warn=warn, heap=FrozenHeap())
 
 
 def _workspace(args: argparse.Namespace) -> Workspace:

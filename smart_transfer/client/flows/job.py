@@ -7,6 +7,7 @@ the progress callback) is derived once, never re-declared."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from msgspec import Struct
 
@@ -33,13 +34,26 @@ class ProgressUpdate(Struct, frozen=True):
 ProgressCallback = Callable[[ProgressUpdate], None]
 
 
+class HeapPolicy(Protocol):
+    """What the process does with the objects a pull keeps alive from its decoded metadata to its commit:
+    the process's owner decides (the console script freezes them, ``cli/heap.py``); the SDK has none."""
+
+    def hold(self) -> None:
+        """The pull's decoded blocks are alive now, and stay so until ``release``."""
+
+    def release(self) -> None:
+        """The pull is done with them."""
+
+
 class ClientTools(Struct, frozen=True):
     """What a Client keeps across its operations besides its settings: one rate limiter (``--limit-rate``
-    bounds the client, not each operation), one cache of peers' health, and the progress callback."""
+    bounds the client, not each operation), one cache of peers' health, the progress callback, and the
+    heap policy of the process that made it (None: the host's collector is left alone)."""
 
     limiter: RateLimiter | None = None
     peer_health: PeerHealth | None = None
     progress: ProgressCallback | None = None
+    heap: HeapPolicy | None = None
 
 
 class FlowJob(Struct, frozen=True):

@@ -18,7 +18,8 @@ from smart_transfer.transfer.transport import ObjectTransport
 
 
 async def download(job: FlowJob, wire: Wire, item: ObjectFile, transfer: Transfer, meter: Meter) -> int:
-    """GET one object from storage (``download_from`` over the move's transport and transfer slots)."""
+    """GET one object where the channel's URL says (storage, or the server on the simple protocol):
+    ``download_from`` over the move's transport and transfer slots."""
     return await download_from(job, job.timeouts, wire.transport, item, transfer, meter, wire.slots)
 
 

@@ -130,6 +130,16 @@ async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], sto
 async def _increment(job: FlowJob, channel: PullChannel) -> tuple[TransferSummary, bool]:
     """One pull in an open channel, everything but its last message; returns its summary and whether
     the session is still open (a server that found the local head unknown ended it)."""
+    heap = job.tools.heap
+    try:
+        return await _pull_increment(job, channel)
+    finally:
+        if heap is not None:
+            heap.release()  # the decoded blocks: the process's policy held them while this pull used them
+
+
+async def _pull_increment(job: FlowJob, channel: PullChannel) -> tuple[TransferSummary, bool]:
+    """``_increment`` without the heap policy's bookkeeping."""
     dataset = job.dataset
     tip = await asyncio.to_thread(dataset.tip)
     local = await asyncio.to_thread(local_chain, dataset, tip)
@@ -143,6 +153,8 @@ async def _increment(job: FlowJob, channel: PullChannel) -> tuple[TransferSummar
                 return _local_ahead(summary), False
             raise _diverged(dataset.name) from None
         raise
+    if job.tools.heap is not None:
+        job.tools.heap.hold()
     if local_ahead(local.contains, local.head, start.head):
         return _local_ahead(summary), True
     # checks, downloads and the local commit take time: keep the session alive meanwhile

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from msgspec import to_builtins
 from starlette.exceptions import HTTPException
 
-from smart_transfer.protocol.codes import HTTP_STATUS, ErrorCode
+from smart_transfer.protocol.codes import ErrorCode, code_of_status
 from smart_transfer.protocol.errors import BusyDetails
 from smart_transfer.server.errors import as_protocol_error
 
@@ -28,6 +28,7 @@ CODE_BY_STATUS = {
     404: RESOURCE_DOES_NOT_EXIST,
     405: "METHOD_NOT_ALLOWED",
     429: "TOO_MANY_REQUESTS",
+    500: "INTERNAL_ERROR",
     503: "SERVICE_UNAVAILABLE",
 }
 INTERNAL_ERROR = "INTERNAL_ERROR"
@@ -35,12 +36,14 @@ INTERNAL_ERROR = "INTERNAL_ERROR"
 
 def code_for(status: int, own: ErrorCode | None = None) -> str:
     """The error code of an answer of ``status``: the protocol's, else the server's own code (``own``, or
-    the first of the server's codes with that status), else INTERNAL_ERROR."""
+    the one its status stands for: ``code_of_status``); a status neither knows is a bad parameter when
+    it is the client's (4xx), an internal error otherwise."""
     if status in CODE_BY_STATUS:
         return CODE_BY_STATUS[status]
-    if own is None:
-        own = next((code for code, known in HTTP_STATUS.items() if known == status), None)
-    return own.value if own is not None else INTERNAL_ERROR
+    code = own or code_of_status(status)
+    if code is not ErrorCode.INTERNAL:
+        return code.value
+    return INVALID_PARAMETER_VALUE if 400 <= status < 500 else INTERNAL_ERROR
 
 
 class SharingError(Exception):

@@ -91,7 +91,14 @@ def _exact_in_type(value: Decimal, text: str, value_type: str | None) -> bool:
         return _float32_exact(value)
     if _is_double(text, value_type):
         return Decimal(float(value)) == value
-    return len(value.normalize().as_tuple().digits) <= MAX_DECIMAL_DIGITS  # a decimal literal
+    return _decimal_digits(value) <= MAX_DECIMAL_DIGITS  # a decimal literal
+
+
+def _decimal_digits(value: Decimal) -> int:
+    """The precision a decimal type needs to hold ``value`` exactly (digits before and after the point)."""
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)  # a finite number: the pattern admits no other
+    return max(value.adjusted() + 1, 1) + max(-exponent, 0)
 
 
 def _numeric(kind: str, text: str, value_type: str | None) -> Decimal | None:
@@ -100,11 +107,12 @@ def _numeric(kind: str, text: str, value_type: str | None) -> Decimal | None:
     if value is None or not _exact_in_type(value, text, value_type):
         return None
     if kind == "float":
-        # SQL casts an integer literal to a float column's type (float32 rounds above 2**24); a decimal or
-        # floating literal widens the column instead, which is exact
+        # SQL compares a float column in floating point: it casts an integer literal to the column's type
+        # (a float32 rounds above 2**24) and any other literal to a double; so only a literal no cast
+        # rounds compares exactly
         if _is_integral(text, value_type) and abs(value) > FLOAT_EXACT_INTEGER:
             return None
-        return value
+        return value if Decimal(float(value)) == value else None
     if _is_double(text, value_type):
         return None  # SQL casts the column to a double to compare: a large integer or decimal may round
     return value

@@ -41,9 +41,6 @@ INTEGRAL_RANGES = {
 }
 #: Most significant digits of a decimal (Spark's and Parquet's widest decimal holds 38).
 MAX_DECIMAL_DIGITS = 38
-#: Largest whole number every float column holds exactly (a float32 has a 24-bit significand): SQL casts
-#: an integer literal to a float column's own type, so a larger one may round.
-FLOAT_EXACT_INTEGER = 2**24
 #: Longest literal text read (a longer one is unknown).
 MAX_LITERAL_CHARS = 200
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
@@ -61,11 +58,6 @@ def _number(text: str) -> Decimal | None:
 def _is_double(text: str, value_type: str | None) -> bool:
     """Whether the literal is a binary floating-point one (SQL: an unquoted number with an exponent)."""
     return value_type in ("float", "double") or (value_type in ("number", None) and "e" in text.lower())
-
-
-def _is_integral(text: str, value_type: str | None) -> bool:
-    """Whether the literal is an integer one (SQL: an unquoted number without a point or exponent)."""
-    return value_type in INTEGRAL_RANGES or (value_type in ("number", None) and _written_whole(text))
 
 
 def _written_whole(text: str) -> bool:
@@ -107,12 +99,9 @@ def _numeric(kind: str, text: str, value_type: str | None) -> Decimal | None:
     if value is None or not _exact_in_type(value, text, value_type):
         return None
     if kind == "float":
-        # SQL compares a float column in floating point: it casts an integer literal to the column's type
-        # (a float32 rounds above 2**24) and any other literal to a double; so only a literal no cast
-        # rounds compares exactly
-        if _is_integral(text, value_type) and abs(value) > FLOAT_EXACT_INTEGER:
-            return None
-        return value if Decimal(float(value)) == value else None
+        # the statistics do not say whether a float column is 32 or 64 bits wide, and a reader may cast the
+        # literal to the column's type: only a literal a float32 holds exactly means the same either way
+        return value if _float32_exact(value) else None
     if _is_double(text, value_type):
         return None  # SQL casts the column to a double to compare: a large integer or decimal may round
     return value

@@ -114,13 +114,14 @@ def _lower_exit(exc: BaseException) -> tuple[int, str]:
     """The exit of an error a lower layer raised past the SDK (the workspace's, the store's)."""
     # only a failure pays for these imports
     from smart_transfer.config import SettingError
+    from smart_transfer.config.values import BadValue
     from smart_transfer.model import InvalidDatasetName, ModelError
     from smart_transfer.repo import HeadMoved, RepositoryError
     from smart_transfer.storage import StorageError
 
     if isinstance(exc, HeadMoved):
         return EXIT_REJECTED, str(exc)
-    if isinstance(exc, InvalidDatasetName | SettingError):
+    if isinstance(exc, InvalidDatasetName | SettingError | BadValue):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, ModelError | StorageError | RepositoryError | OSError):
         return EXIT_ERROR, str(exc)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from smart_transfer.config import values
+
 T = TypeVar("T")
 _KEY = "smart_transfer.setting"
 
@@ -72,15 +74,25 @@ class Declared:
         return (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
 
     def read(self, text: str) -> Any:
-        """A command-line or environment text as this setting's value, checked (SettingError)."""
-        if self.parse is None:
-            value: Any = text
+        """A command-line or environment text as this setting's value, checked (SettingError). Whole and
+        real numbers are read by the one rule of every face (``config/values.py``: ASCII digits, never
+        more digits than a Long has), then checked against the bounds."""
+        readers: dict[Any, tuple[Callable[[str, str], Any], str]] = {
+            int: (values.whole_number, "a whole number"),
+            float: (values.real_number, "a number"),
+        }
+        if self.parse in readers:
+            reader, kind = readers[self.parse]
+            try:
+                value: Any = reader(text, self.flag)
+            except values.BadValue:
+                wanted = f"{kind} ({self.range_text()})" if self.range_text() else kind
+                raise SettingError(f"{self.flag} must be {wanted}, not {values.quoted(text)}") from None
         else:
             try:
-                value = self.parse(text)
+                value = text if self.parse is None else self.parse(text)
             except (ValueError, ArithmeticError) as exc:
-                kind = {int: "a whole number", float: "a number"}.get(self.parse)  # type: ignore[call-overload]
-                raise SettingError(f"{self.flag}: {f'not {kind}: {text!r}' if kind else exc}") from None
+                raise SettingError(f"{self.flag}: {exc}") from None
         self.check(value)
         return value
 

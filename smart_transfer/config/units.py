@@ -8,7 +8,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?(?:/s)?")
+from smart_transfer.config.values import BadValue, moment, real_number
+
+_SIZE = re.compile(r"([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([kKmMgGtT]?)(?:i?[bB])?(?:/s)?")
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -62,14 +64,13 @@ def http_url(text: str) -> str:
 def duration(text: str) -> float:
     """``90``, ``30m``, ``1h``, ``2d`` -> seconds; not negative."""
     stripped = text.strip()
+    unit = _DURATION_UNITS.get(stripped[-1:], 1)
+    number = stripped[:-1] if stripped[-1:] in _DURATION_UNITS else stripped
     try:
-        if stripped and stripped[-1] in _DURATION_UNITS:
-            value = float(stripped[:-1]) * _DURATION_UNITS[stripped[-1]]
-        else:
-            value = float(stripped)
-    except ValueError:
+        value = real_number(number, "a duration") * unit
+    except BadValue:
         raise ValueError(f"not a duration: {text!r} (examples: 90, 30m, 1h, 2d)") from None
-    if not value >= 0:  # also refuses nan
+    if not 0 <= value < float("inf"):
         raise ValueError(f"a duration cannot be negative: {text!r}")
     return value
 
@@ -82,22 +83,26 @@ def expiry(text: str, now: datetime) -> datetime:
     """``30d``, ``12h``, ``90m`` (from ``now``) or an ISO-8601 date or time (UTC unless it names its offset)
     -> the UTC moment it names, to the second; later than ``now``."""
     try:
-        moment = (now + timedelta(seconds=duration(text))).replace(microsecond=0)
+        when = (now + timedelta(seconds=duration(text))).replace(microsecond=0)
     except ValueError:
-        moment = _iso_time(text)
+        when = _iso_time(text)
     except OverflowError:
         raise ValueError(f"too far in the future: {text!r}") from None
-    if moment <= now:
-        raise ValueError(f"{text!r} is not in the future ({moment.strftime(EXPIRY_FORMAT)} is not after now)")
-    return moment
+    if when <= now:
+        raise ValueError(f"{text!r} is not in the future ({when.strftime(EXPIRY_FORMAT)} is not after now)")
+    return when
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _iso_time(text: str) -> datetime:
-    """An ISO-8601 date or time as a UTC moment to the second (UTC when it names no offset)."""
+    """An ISO-8601 date or time (the one rule: ``config/values.py``) as a UTC moment to the second (UTC
+    when it names no offset)."""
     try:
-        moment = datetime.fromisoformat(text.strip())
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).replace(microsecond=0)
-    except ValueError:
+        seconds = moment(text).nanos // 10**9
+        return _EPOCH + timedelta(seconds=int(seconds))
+    except BadValue:
         raise ValueError(
             f"not a duration or an ISO-8601 time: {text!r} (examples: 30d, 12h, 90m, 2030-01-31T12:00:00Z)"
         ) from None

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, Struct
 
+from smart_transfer.config.values import LONG_MAX
 from smart_transfer.protocol.codes import (
     HTTP_STATUS,
     ErrorCode,
@@ -41,7 +42,7 @@ class UnexpectedMessageDetails(Details, frozen=True):
 class MessageTooLargeDetails(Details, frozen=True):
     """The details of MessageTooLarge: the limit the frame or body went past."""
 
-    limit: Annotated[int, Meta(description="the largest frame or body accepted, in bytes")]
+    limit: Annotated[int, Meta(ge=0, le=LONG_MAX, description="the largest frame or body accepted, in bytes")]
 
 
 class DivergedDetails(Details, frozen=True):
@@ -92,19 +93,19 @@ class UploadInvalidDetails(Details, frozen=True):
     """The details of UploadInvalid: the first objects at fault, and how many are."""
 
     objects: Annotated[list[str], Meta(description="the first objects at fault, each 'kind/hash: reason'")]
-    count: Annotated[int, Meta(description="how many objects are at fault in all")]
+    count: Annotated[int, Meta(ge=0, le=LONG_MAX, description="how many objects are at fault in all")]
 
 
 class BusyDetails(Details, frozen=True):
     """The details of Busy: how long to wait before trying again."""
 
-    retry_after: Annotated[int, Meta(description="seconds to wait before trying again")]
+    retry_after: Annotated[int, Meta(ge=0, le=LONG_MAX, description="seconds to wait before trying again")]
 
 
 class RangeNotSatisfiableDetails(Details, frozen=True):
     """The details of RangeNotSatisfiable: the object's size."""
 
-    size: Annotated[int, Meta(description="the object's size in bytes")]
+    size: Annotated[int, Meta(ge=0, le=LONG_MAX, description="the object's size in bytes")]
 
 
 class MethodNotAllowedDetails(Details, frozen=True):

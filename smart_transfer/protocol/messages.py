@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
+from smart_transfer.config.values import LONG_MAX
 from smart_transfer.model import InvalidMultihash, Multihash, ObjectKind, ObjectRef
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol import MAX_PEERS
@@ -99,9 +100,9 @@ Md5Text = Annotated[str, Meta(pattern=r"^[A-Za-z0-9+/]{22}==$", description="an 
 class TransferPlan(Record, frozen=True):
     """What an operation will move."""
 
-    num_blocks: Annotated[int, Meta(ge=0)]
-    num_objects: Annotated[int, Meta(ge=0)]
-    bytes_in_objects: Annotated[int, Meta(ge=0)]
+    num_blocks: Annotated[int, Meta(ge=0, le=LONG_MAX)]
+    num_objects: Annotated[int, Meta(ge=0, le=LONG_MAX)]
+    bytes_in_objects: Annotated[int, Meta(ge=0, le=LONG_MAX)]
 
 
 class ObjectFile(Record, frozen=True):
@@ -112,7 +113,7 @@ class ObjectFile(Record, frozen=True):
 
     kind: Literal["data", "checkpoints"]
     physical_hash: HashText
-    size: Annotated[int, Meta(ge=0)]
+    size: Annotated[int, Meta(ge=0, le=LONG_MAX)]
     md5: Md5Text | None = None
     part_md5s: Annotated[list[Md5Text], Meta(min_length=1, max_length=MAX_PARTS)] | None = None
 
@@ -138,7 +139,9 @@ class HttpRequest(Record, frozen=True):
     method: Literal["GET", "PUT"]
     url: str
     headers: dict[str, str]
-    expires_at: Annotated[int, Meta(description="Unix time in seconds after which the URL no longer works (0: never)")]
+    expires_at: Annotated[
+        int, Meta(ge=0, le=LONG_MAX, description="Unix time in seconds after which the URL no longer works (0: never)")
+    ]
 
     @classmethod
     def presigned(cls, signed: PresignedRequest) -> HttpRequest:
@@ -162,8 +165,8 @@ class Error(Message, frozen=True):
 class Progress(Message, frozen=True):
     """Keep-alive with progress, sent during long transfers and long verifications."""
 
-    objects_done: Annotated[int, Meta(ge=0)]
-    bytes_done: Annotated[int, Meta(ge=0)]
+    objects_done: Annotated[int, Meta(ge=0, le=LONG_MAX)]
+    bytes_done: Annotated[int, Meta(ge=0, le=LONG_MAX)]
 
 
 # -- pull ----------------------------------------------------------------------------------------------
@@ -195,7 +198,9 @@ class DatasetPullResponse(Message, frozen=True):
     head: HashText
     begin_after: HashText | None
     transfer_plan: TransferPlan
-    max_objects_per_page: Annotated[int, Meta(ge=1, description="most objects one transfer request may name")]
+    max_objects_per_page: Annotated[
+        int, Meta(ge=1, le=LONG_MAX, description="most objects one transfer request may name")
+    ]
     peers: Annotated[
         list[PeerSource],
         Meta(
@@ -290,13 +295,17 @@ class DatasetPushMetadataAccepted(Message, frozen=True):
     shorter), grown to the smallest whole MiB that keeps an object within 1024 parts: name each
     part's MD5 in ``part_md5s``. One transfer request names at most 1024 parts in all."""
 
-    num_blocks: Annotated[int, Meta(ge=0)]
-    num_objects: Annotated[int, Meta(ge=0)]
-    max_objects_per_page: Annotated[int, Meta(ge=1, description="most objects one transfer request may name")]
-    multipart_threshold: Annotated[
-        int, Meta(ge=1, description="objects larger than this many bytes are uploaded in parts")
+    num_blocks: Annotated[int, Meta(ge=0, le=LONG_MAX)]
+    num_objects: Annotated[int, Meta(ge=0, le=LONG_MAX)]
+    max_objects_per_page: Annotated[
+        int, Meta(ge=1, le=LONG_MAX, description="most objects one transfer request may name")
     ]
-    part_size: Annotated[int, Meta(ge=1, description="the size of those parts, before growing for very large objects")]
+    multipart_threshold: Annotated[
+        int, Meta(ge=1, le=LONG_MAX, description="objects larger than this many bytes are uploaded in parts")
+    ]
+    part_size: Annotated[
+        int, Meta(ge=1, le=LONG_MAX, description="the size of those parts, before growing for very large objects")
+    ]
 
 
 class DatasetPushObjectsTransferRequest(Message, frozen=True):
@@ -332,7 +341,7 @@ class MultipartUpload(Message, frozen=True):
     ETag the parts' MD5s make, and the size) before it moves head."""
 
     upload_id: Annotated[str, Meta(min_length=1, max_length=1024)]
-    part_size: Annotated[int, Meta(ge=1)]
+    part_size: Annotated[int, Meta(ge=1, le=LONG_MAX)]
     parts: Annotated[list[UploadPart], Meta(max_length=MAX_PARTS)]
 
     @property

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from smart_transfer.errors import LocalError, sdk_errors
 from smart_transfer.model.events import OFFSET_COLUMN
+from smart_transfer.model.versions import Range
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
@@ -31,9 +32,6 @@ from smart_transfer.repo.slices import ChainSlices, SliceEntry
 
 if TYPE_CHECKING:
     import pandas
-
-#: An inclusive range; either end may be None (from the first, or to the last).
-Range = tuple[int | None, int | None]
 
 
 def _bounds(wanted: Range, last: int, what: str, name: str) -> tuple[int, int]:

@@ -18,8 +18,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from smart_transfer.errors import LocalError
+from smart_transfer.model.versions import Range
 from smart_transfer.protocol.codes import ErrorCode
-from smart_transfer.reading.dataset import LocalDataset, Range, Selection
+from smart_transfer.reading.dataset import LocalDataset, Selection
 from smart_transfer.reading.output import open_output
 
 FORMATS = ("csv", "jsonl", "parquet")

@@ -15,16 +15,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from smart_transfer.config.values import BadValue, quoted
 from smart_transfer.model import (
     AddData,
     ChainTip,
     DataField,
     DataSlice,
-    InvalidMultihash,
     Multihash,
     SetDataSchema,
     decode_block,
 )
+from smart_transfer.model.versions import block_ref
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository, RepositoryError
 from smart_transfer.repo.footer import schema_at
@@ -144,27 +145,25 @@ class VersionComparison:
 #: checkpoint.
 _ADD_DATA = b'"type":"AddData"'
 _NEW_CHECKPOINT = b'"new_checkpoint":'
-#: Longest version text quoted back in an error.
-MAX_QUOTED = 80
 
 
 def resolve_version(repo: DatasetRepository, tip: ChainTip, text: str) -> int:
     """The sequence number of the block ``text`` names on the chain ending at ``tip``: a sequence number
-    (0 to the head's) or a block's full hash. VersionError otherwise."""
-    text = text.strip()
+    (0 to the head's) or a block's full hash, read by the one rule (``model/versions.py``). VersionError:
+    400 for text that names no block at all, 404 for a block this chain does not have."""
     last = tip.sequence_number
-    if text.isascii() and text.isdigit():
-        if int(text) > last:
-            raise VersionError(404, f"{repo.name} has no block {text}: its blocks are 0 to {last}")
-        return int(text)
     try:
-        block_hash = Multihash.parse(text)
-    except InvalidMultihash:
-        quoted = repr(text[:MAX_QUOTED])
-        raise VersionError(400, f"not a block: {quoted} (a sequence number from 0 to {last} or a block hash)") from None
-    seq = repo.sequence_of(block_hash)
+        ref = block_ref(text)
+    except BadValue:
+        shown = quoted(text.strip())
+        raise VersionError(400, f"not a block: {shown} (a sequence number from 0 to {last} or a block hash)") from None
+    if isinstance(ref, int):
+        if ref > last:
+            raise VersionError(404, f"{repo.name} has no block {ref}: its blocks are 0 to {last}")
+        return ref
+    seq = repo.sequence_of(ref)
     if seq is None or seq > last:
-        raise VersionError(404, f"{repo.name} has no block {block_hash} on its chain")
+        raise VersionError(404, f"{repo.name} has no block {ref} on its chain")
     return seq
 
 

@@ -278,6 +278,22 @@ class RepositoryIndex:
             batch.delete(_key(dataset, "p", url.encode()))
         self._db.write(batch)
 
+    # -- records derived from a dataset's chain (the server's table history; see repo/dataset.py) ---
+
+    def derived_records(self, dataset: DatasetName, kind: str, first: int, last: int) -> list[bytes | None]:
+        """The records ``first..last`` of ``kind`` derived from ``dataset``'s chain (None where none)."""
+        keys: list[str | int | float | bytes | bool] = [
+            _key(dataset, "d", f"{kind}/".encode() + _SEQ.pack(number)) for number in range(first, last + 1)
+        ]
+        return list(self._db.get(keys) or []) if keys else []  # one multi-get
+
+    def record_derived(self, dataset: DatasetName, kind: str, records: Iterable[tuple[int, bytes]]) -> None:
+        """Record derived records by number, in one atomic batch (``forget`` drops them with the dataset)."""
+        batch = WriteBatch(raw_mode=True)
+        for number, raw in records:
+            batch.put(_key(dataset, "d", f"{kind}/".encode() + _SEQ.pack(number)), raw)
+        self._db.write(batch)
+
     # -- slice statistics (Delta Sharing's; see repo/footer_stats.py) ------------------------------
 
     #: Statistics are the content's, so they are kept by physical hash for every dataset at once; a

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 
+from smart_transfer.config.values import LONG_MAX, BadValue, whole_number
 from smart_transfer.model import Multihash, ObjectKind, ObjectRef
 from smart_transfer.model.multihash import HASH_PATTERN
 from smart_transfer.protocol.codes import ErrorCode
@@ -167,16 +168,19 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     match = _RANGE.fullmatch(header.strip()) if header is not None else None
     if match is None:
         return None
-    first, last = match.groups()
     unsatisfiable = ProtocolError(
         ErrorCode.RANGE_NOT_SATISFIABLE, f"object has {size} bytes", RangeNotSatisfiableDetails(size=size)
     )
-    if first == "":
-        if last == "" or int(last) == 0:
+    try:  # the one rule: a position past a Long is past every object, read by its length alone
+        first, last = (whole_number(part, "a byte position", 0, LONG_MAX) if part else None for part in match.groups())
+    except BadValue:
+        raise unsatisfiable from None
+    if first is None:
+        if not last:
             raise unsatisfiable
-        start, end = max(size - int(last), 0), size - 1
+        start, end = max(size - last, 0), size - 1
     else:
-        start, end = int(first), (int(last) if last else size - 1)
+        start, end = first, (last if last is not None else size - 1)
     end = min(end, size - 1)
     if start >= size or start > end:
         raise unsatisfiable

@@ -226,6 +226,9 @@ def test_bad_input_gets_a_page_saying_so(ui_server: UiServer, browser: Any) -> N
         "/ui/datasets/pub-rich?page=abc": (400, "page must be a whole number"),
         "/ui/datasets/pub-rich?per=0": (400, "per must be a whole number"),
         "/ui?sort=nope": (400, "sort must be one of"),
+        f"/ui?page={'9' * 4301}": (400, "page must be a whole number"),
+        f"/ui/datasets/pub-rich?page={'9' * 4301}": (400, "page must be a whole number"),
+        f"/ui/datasets/pub-rich?per={'9' * 5000}": (400, "per must be a whole number"),
         "/ui/nowhere": (404, "no such page"),
     }
     for path, (status, fragment) in cases.items():

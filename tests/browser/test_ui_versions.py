@@ -220,6 +220,10 @@ def test_a_comparison_chosen_on_the_chain_equals_diff_json(versions_server: Vers
     assert _table(browser, "#schema-changes")[1][3] == XSS  # a type holding HTML, as text
 
 
+#: A number of more digits than Python converts to an int (4,300).
+HUGE = "9" * 4301
+
+
 def test_bad_versions_and_other_datasets_get_a_page_saying_so(versions_server: VersionsServer) -> None:
     url, token = versions_server.server.url, versions_server.token
     base = f"{url}/ui/datasets/{NAME}"
@@ -238,6 +242,19 @@ def test_bad_versions_and_other_datasets_get_a_page_saying_so(versions_server: V
         f"{base}/csv?last=0": (400, "last must be a whole number from 1 to 1000000"),
         f"{base}/csv?last=%3Cscript%3E": (400, "last must be"),
         f"{url}/ui/datasets/other/csv": (403, "reader may not read other"),
+        # numbers longer than Python converts (4,300 digits) are read by length first: a 400, never a 500
+        f"{base}/blocks/{HUGE}": (400, "not a block"),
+        f"{base}/blocks/{'9' * 4300}": (400, "not a block"),
+        f"{base}/blocks/{HUGE}/csv": (400, "not a block"),
+        f"{base}/blocks/1?page={HUGE}": (400, "page must be a whole number from 1"),
+        f"{base}/blocks/1?per={HUGE}": (400, "per must be a whole number from 1 to 500"),
+        f"{base}/compare?from={HUGE}": (400, "not a block"),
+        f"{base}/compare?to={HUGE}": (400, "not a block"),
+        f"{base}/compare?from=-1": (400, "not a block"),
+        f"{base}/compare?from=1.5": (400, "not a block"),
+        f"{base}/compare?to=%D9%A3": (400, "not a block"),  # an Arabic-Indic three: no ASCII digit
+        f"{base}/csv?last={HUGE}": (400, "last must be a whole number from 1 to 1000000"),
+        f"{base}/csv?last=%2B5%00": (400, "last must be"),
     }
     for path, (status, fragment) in cases.items():
         code, body = _status(path, cookie=token)

@@ -187,19 +187,33 @@ def test_diff_reads_slice_footers_where_the_chain_records_no_schema(tmp_path: Pa
 
 
 def test_diff_of_a_version_not_on_the_chain_is_one_clear_line(tmp_path: Path) -> None:
+    """Exit codes as export's: a version that is no version, or a backwards pair, is a usage error (2);
+    a well-formed version the chain does not have is "not in the data" (1)."""
     ws = tmp_path / "ws"
     (tmp_path / "f").write_bytes(b"x")
     assert run(ws, "add", "sales", str(tmp_path / "f")).returncode == 0
     cases = {
-        ("9",): "sales has no block 9: its blocks are 0 to 1",
-        ("1", "0"): "from (block 1) is after to (block 0)",
-        ("head~1",): "not a block: 'head~1'",
-        (f"f1220{'0' * 64}",): "has no block f1220",
+        ("9",): (1, "sales has no block 9: its blocks are 0 to 1"),
+        (f"f1220{'0' * 64}",): (1, "has no block f1220"),
+        ("1", "0"): (2, "from (block 1) is after to (block 0)"),
+        ("head~1",): (2, "not a block: 'head~1'"),
+        ("garbage",): (2, "not a block: 'garbage'"),
+        ("-1",): (2, "not a block: '-1'"),
+        ("1.5",): (2, "not a block: '1.5'"),
+        ("../../etc/passwd",): (2, "not a block: '../../etc/passwd'"),
+        ("\u0663",): (2, "not a block"),  # an Arabic-Indic three: no ASCII digit
+        ("9" * 5000,): (2, "(5,000 characters)"),  # more digits than Python converts: read by length first
+        ("0", "9" * 4300): (2, "not a block"),
     }
-    for versions, fragment in cases.items():
+    for versions, (code, fragment) in cases.items():
         result = run(ws, "diff", "sales", *versions)
-        assert result.returncode == 1 and result.stdout == "", versions
-        assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr
+        assert result.returncode == code and result.stdout == "", (versions, result.stderr)
+        assert result.stderr.count("\n") == 1 and fragment in result.stderr, (versions, result.stderr)
+        assert "Traceback" not in result.stderr and "unexpected" not in result.stderr
+    export = run(ws, "export", "sales", str(tmp_path / "out.csv"), "--blocks", "2-1")
+    assert export.returncode == 2 and "ends before it starts" in export.stderr  # the rule diff follows
+    huge = run(ws, "export", "sales", str(tmp_path / "out.csv"), "--blocks", "9" * 5000)
+    assert huge.returncode == 2 and huge.stderr.count("\n") == 1 and "out of range" in huge.stderr
 
 
 def test_clients_connect_directly_whatever_proxy_the_environment_names(

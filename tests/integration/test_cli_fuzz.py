@@ -140,12 +140,24 @@ def _shown(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+#: Text every integer, version and range argument is also given: numbers longer than Python converts,
+#: unicode digits, signs, decimals, NUL's escape, paths.
+HOSTILE_NUMBERS = ["9" * 4301, "9" * 5000, "\u0663", "\uff11\uff12", "+5", "-0", "1.5", "1e3", "%00", "../", "1_000"]
+
+
 def _numbers(declared: Declared) -> st.SearchStrategy[str]:
     edges = ["0", "-1", "1", str(2**63), "1" + "0" * 400]
     for bound in (declared.minimum, declared.maximum):
         if bound is not None:
             edges += [_shown(v) for v in (bound, bound - 1, bound + 1, bound / 2, bound * 2)]
-    return st.sampled_from([*edges, "nan", "inf", "-inf", "1e400", "abc", "", " 5", "5M", "0x10", "٣"])
+    return st.sampled_from([*edges, "nan", "inf", "-inf", "1e400", "abc", "", " 5", "5M", "0x10", *HOSTILE_NUMBERS])
+
+
+def _versions() -> st.SearchStrategy[str]:
+    """A version (a block's sequence number or hash) or a range of them, valid or hostile."""
+    valid = ["0", "1", "2", "0-1", "1-", "-1", "2-1", "1-9", f"f1220{'0' * 64}", "99"]
+    hostile = [*HOSTILE_NUMBERS, "-" + "9" * 5000, "9" * 5000 + "-", "../../etc/passwd", "garbage", ""]
+    return st.sampled_from(valid + hostile)
 
 
 def _values(box: Sandbox) -> dict[str, st.SearchStrategy[str]]:
@@ -179,7 +191,20 @@ def _values(box: Sandbox) -> dict[str, st.SearchStrategy[str]]:
         [str(box.places / n) for n in ("null", "full", "fifo", "dir", "orders.csv", "empty.csv", "link", "dangling")]
         + [str(box.places / "missing" / "x.csv"), "-", "", "out.csv", "out.parquet", "/proc/x.csv", "/sys/x"]
     )
-    return {"name": names | text, "url": urls | names, "path": paths, "text": text | names}
+    times = st.sampled_from(
+        [
+            *("30d", "2030-01-31T12:00:00Z", "2030-01-31", "9999-12-31T23:59:59-18:00", "1969-12-31T23:59:59.9999995Z"),
+            *("-1d", "1e400d", "2030-02-30", *HOSTILE_NUMBERS),
+        ]
+    )
+    return {
+        "name": names | text,
+        "url": urls | names,
+        "path": paths,
+        "text": text | names,
+        "version": _versions(),
+        "time": times,
+    }
 
 
 def _kind(action: argparse.Action) -> str:
@@ -190,6 +215,10 @@ def _kind(action: argparse.Action) -> str:
         return "name"
     if dest in ("files", "input", "output", "out", "tokens", "tokens_file", "root", "workspace", "schema"):
         return "path"
+    if dest in ("base", "target", "blocks", "offsets"):
+        return "version"
+    if dest == "expires":
+        return "time"
     return "text"
 
 
@@ -282,6 +311,20 @@ def test_every_command_survives_generated_arguments(sandbox: Sandbox, path: tupl
 @pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
 def test_every_command_survives_many_generated_arguments(sandbox: Sandbox, path: tuple[str, ...]) -> None:
     _fuzz(sandbox, path, FAULTS_EXAMPLES)
+
+
+def test_every_number_version_and_time_argument_gets_hostile_numbers() -> None:
+    """Each argument read as a number (a declared bound), a version or range, or a time is fuzzed as one."""
+    numeric = []
+    for path, parser in COMMANDS.items():
+        for action in parser._actions:
+            declared = getattr(action.type, "declared", None)
+            bounded = isinstance(declared, Declared) and declared.parse in (int, float)
+            if bounded or _kind(action) in ("version", "time"):
+                numeric.append((path, action.dest))
+    dests = {dest for _, dest in numeric}
+    assert {"base", "target", "blocks", "offsets", "expires", "records"} <= dests, sorted(dests)
+    assert len(numeric) >= 20, numeric
 
 
 def test_the_fuzzer_reaches_every_command() -> None:

@@ -337,3 +337,41 @@ def test_footer_statistics_are_safe_bounds_in_the_delta_shape(tmp_path: Path) ->
     assert [i for i in prune([1], [stats], sql_predicate(["day < date '1900-01-01'"]), None)] == []
     assert [i for i in prune([1], [stats], sql_predicate(["`n` >= 4"]), None)] == []
     assert [i for i in prune([1], [stats], sql_predicate(["n = '3'"]), None)] == [1]  # a string against a number
+
+
+def test_a_history_kept_in_pieces_is_the_history_built_from_its_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted server reads the pieces of a table's history its index keeps and decodes only the blocks
+    after them; a piece that is no longer the chain's is built again."""
+    from smart_transfer.model import AddData, DataSlice, Multihash, OffsetInterval
+    from smart_transfer.model.events import DataField as Field
+    from smart_transfer.server.delta_sharing import history
+
+    monkeypatch.setattr(history, "PIECE_VERSIONS", 8)
+    decoded: list[int] = []
+    real_decode = history.decode_block
+    monkeypatch.setattr(history, "decode_block", lambda data: decoded.append(1) or real_decode(data))
+    events: list[object] = [
+        AddData(new_data=DataSlice(Multihash.of(b"%d" % i), 10 + i, OffsetInterval(2 * i, 2 * i + 1), 2))
+        for i in range(20)
+    ]
+    events.insert(5, SetDataSchema((Field("offset", "BIGINT", False), Field("a", "INT"))))
+    with Repository(LocalStore(tmp_path / "store"), tmp_path / "index") as repository:
+        dataset = repository.dataset("kept")
+        dataset.append(events)  # type: ignore[arg-type]
+        built = history.build_history(dataset, None)  # versions 0..21: pieces 0 and 1 kept
+        assert built.latest == 21 and len(built.columns.file_versions) == 20
+        kept = dataset.derived_records(history.PIECE_KIND, 0, 2)
+        assert kept[0] is not None and kept[1] is not None and kept[2] is None
+        decoded.clear()
+        again = history.build_history(dataset, None)  # as after a restart: no history in memory
+        assert again.columns == built.columns and again.head == built.head
+        assert len(decoded) == (22 - 16) + 1  # the blocks after the pieces, and the schema block in piece 0
+        assert again.recorded_schema(21) == built.recorded_schema(21) is not None
+        wrong = orjson.loads(kept[1] or b"")
+        dataset.record_derived(history.PIECE_KIND, [(1, orjson.dumps({**wrong, "last": str(dataset.hash_at(3))}))])
+        decoded.clear()
+        rebuilt = history.build_history(dataset, None)  # piece 1 is not this chain's: built again from 8 on
+        assert rebuilt.columns == built.columns and len(decoded) == (22 - 8) + 1
+        assert dataset.derived_records(history.PIECE_KIND, 1, 1)[0] == kept[1]  # and kept again, right

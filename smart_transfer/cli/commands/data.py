@@ -4,7 +4,6 @@ read-only, so they run while a pull or an ingest is under way, and see the last 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,7 @@ from smart_transfer.cli.commands.common import (
 from smart_transfer.cli.declared import add_bounded
 
 if TYPE_CHECKING:
-    from smart_transfer.reading.dataset import Range
+    from smart_transfer.model.versions import Range
 
 #: Records ``tail`` shows unless ``-n`` says otherwise.
 DEFAULT_TAIL_RECORDS = 20
@@ -27,20 +26,18 @@ DEFAULT_TAIL_RECORDS = 20
 MAX_TAIL_RECORDS = 1_000_000
 #: Characters of one value ``tail`` shows in its table (longer ones end with an ellipsis; --json shows all).
 TAIL_CELL_WIDTH = 40
-_RANGE = re.compile(r"(\d*)-(\d*)|(\d+)")
 
 
 def parse_range(text: str) -> Range:
-    """``FIRST-LAST`` (inclusive; either end may be left out) or a single number."""
-    match = _RANGE.fullmatch(text.strip())
-    if match is None or match.group(0) == "-":
-        raise argparse.ArgumentTypeError(f"not a range: {text!r} (examples: 100-199, 100-, -199, 42)")
-    if match.group(3) is not None:
-        return int(match.group(3)), int(match.group(3))
-    first, last = (int(part) if part else None for part in match.group(1, 2))
-    if first is not None and last is not None and first > last:
-        raise argparse.ArgumentTypeError(f"range {text!r} ends before it starts")
-    return first, last
+    """``FIRST-LAST`` (inclusive; either end may be left out) or a single number (the one rule:
+    ``model/versions.py``), as an argparse type: a bad one is a usage error."""
+    from smart_transfer.config.values import BadValue
+    from smart_transfer.model.versions import number_range
+
+    try:
+        return number_range(text)
+    except BadValue as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cell(value: Any, whole: bool = False) -> str:

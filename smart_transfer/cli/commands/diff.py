@@ -15,6 +15,7 @@ from smart_transfer.cli.commands.common import (
     print_json,
 )
 from smart_transfer.cli.commands.data import print_table
+from smart_transfer.cli.exits import EXIT_ERROR, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
     from smart_transfer.model import DataField
@@ -68,11 +69,16 @@ def print_comparison(comparison: VersionComparison) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from smart_transfer.repo.compare import compare_versions
+    from smart_transfer.repo.compare import VersionError, compare_versions
 
     with existing_workspace(args, read_only=True) as workspace:
         dataset = workspace.dataset(args.dataset)
-        comparison = compare_versions(dataset, dataset.require_tip(), args.base, args.target)
+        try:
+            comparison = compare_versions(dataset, dataset.require_tip(), args.base, args.target)
+        except VersionError as exc:
+            # as export's ranges: a version that is no version (or a backwards pair) is a usage error (2),
+            # a well-formed one that names no block of the chain is "not in the data" (1)
+            raise CliError(str(exc), EXIT_USAGE if exc.status == 400 else EXIT_ERROR) from None
     if args.json:
         print_json(comparison.to_dict())
     else:

@@ -1,20 +1,20 @@
 """The query's hints, applied best effort as the protocol allows: a predicate (``jsonPredicateHints``, else
 the AND-ed SQL ``predicateHints``) keeps only the files whose statistics say a row may match, and
-``limitHint`` (with no predicate) keeps no more files than the limit's rows need. Conservative by rule:
-a column without statistics, an operator or literal this server cannot compare, ``not``, ``<>``: the
-file stays. A ``jsonPredicateHints`` that is not a predicate tree at all is refused."""
+``limitHint`` (with no predicate) keeps no more files than the limit's rows need. Conservative by
+construction: a column without statistics, an operator this server does not evaluate (``not``, ``<>``),
+a literal that does not compare exactly with the column's values (``config/literals.py``: NaN,
+infinities, finer than the column, another type): the predicate is unknown and the file stays. A
+``jsonPredicateHints`` that is not a predicate tree at all is refused."""
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import orjson
 
+from smart_transfer.config.literals import hint_literal
 from smart_transfer.repo.footer_stats import ColumnStats, SliceStats
 from smart_transfer.server.delta_sharing.errors import invalid
 
@@ -26,51 +26,13 @@ Predicate = Callable[[SliceStats], bool]
 _COMPARISONS = ("equal", "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual")
 _FLIPPED = {"lessThan": "greaterThan", "lessThanOrEqual": "greaterThanOrEqual", "equal": "equal"}
 _FLIPPED.update({v: k for k, v in _FLIPPED.items()})
-_LITERAL = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|(?:date|timestamp)?\s*'(?:[^']|'')*'"
+_LITERAL = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|(?:date|timestamp)?\s*'(?:[^']|'')*'"
 _SQL = re.compile(rf"^\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*(=|==|<=|>=|<|>)\s*({_LITERAL})\s*$", re.IGNORECASE)
 _SQL_OPS = {"=": "equal", "==": "equal", "<": "lessThan", "<=": "lessThanOrEqual", ">": "greaterThan"}
-#: The literal value types a column of each kind compares with (none named: the literal's text is tried;
-#: ``number`` is an unquoted SQL number, ``string`` a quoted one, which SQL would cast to a number column).
-_VALUE_TYPES = {
-    "int": {"int", "long", "short", "byte", "number"},
-    "float": {"float", "double", "int", "long", "short", "byte", "number"},
-    "decimal": {"int", "long", "short", "byte", "decimal", "number"},
-    "string": {"string"},
-    "date": {"date"},
-    "timestamp": {"timestamp"},
-    "timestamp_ntz": {"timestamp", "timestamp_ntz"},
-}
 
 
 def _always(stats: SliceStats) -> bool:
     return True
-
-
-def _micros(text: str, zoned: bool) -> int | None:
-    moment = dt.datetime.fromisoformat(text.strip().replace(" ", "T"))
-    if (moment.tzinfo is not None) != zoned:
-        return None  # an instant against a local time (or the reverse): not comparable here
-    origin = dt.datetime(1970, 1, 1, tzinfo=dt.UTC if zoned else None)
-    return (moment - origin) // dt.timedelta(microseconds=1)
-
-
-def literal_value(kind: str, text: str, value_type: str | None) -> Any:
-    """The literal as a value comparable with a ``kind`` column's bounds (None: not comparable)."""
-    if value_type is not None and value_type not in _VALUE_TYPES[kind]:
-        return None
-    try:
-        if kind in ("int", "decimal"):
-            return decimal.Decimal(text.strip())  # exact, against int and Decimal bounds alike
-        if kind == "float":
-            value = float(text)
-            return None if math.isnan(value) else value  # NaN compares with nothing here
-        if kind == "date":
-            return dt.date.fromisoformat(text.strip())
-        if kind in ("timestamp", "timestamp_ntz"):
-            return _micros(text, kind == "timestamp")
-    except (ValueError, ArithmeticError):
-        return None
-    return text
 
 
 def may_hold(op: str, column: ColumnStats, value: Any) -> bool:
@@ -107,8 +69,13 @@ def comparison(op: str, name: str, text: str, value_type: str | None) -> Predica
         column = _find(stats, name)
         if column is None:
             return True
-        value = literal_value(column.kind, text, value_type)
-        return value is None or may_hold(op, column, value)
+        value = hint_literal(column.kind, text, value_type)  # the one rule; None: unknown
+        if value is None:
+            return True
+        try:
+            return may_hold(op, column, value)
+        except (TypeError, ArithmeticError):  # bounds of a kind the literal does not compare with: unknown
+            return True
 
     return test
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import orjson
+
 from smart_transfer.model import AddData, ChainTip, DataSlice, Multihash, SetDataSchema, decode_block
 from smart_transfer.model.events import OffsetInterval
 from smart_transfer.model.multihash import BINARY_LENGTH
@@ -77,12 +79,17 @@ class Columns:
         if schema is not None:
             self.schemas.append((version, schema))
         if data is not None:
-            self.file_versions.append(version)
-            self.sizes.append(data.size)
-            self.starts.append(data.offset_interval.start)
-            self.records.append(data.num_records)
-            self.running.append((self.running[-1] if self.running else 0) + data.size)
-            self.hashes.extend(data.physical_hash.to_bytes())
+            start, count = data.offset_interval.start, data.num_records
+            self.add_file(version, data.size, start, count, data.physical_hash.to_bytes())
+
+    def add_file(self, version: int, size: int, start: int, records: int, digest: bytes) -> None:
+        """A file version ``version`` added (its slice's size, first offset, row count and binary hash)."""
+        self.file_versions.append(version)
+        self.sizes.append(size)
+        self.starts.append(start)
+        self.records.append(records)
+        self.running.append((self.running[-1] if self.running else 0) + size)
+        self.hashes.extend(digest)
 
 
 @dataclass(frozen=True)
@@ -179,23 +186,30 @@ class TableHistory:
 
 def build_history(dataset: DatasetRepository, previous: TableHistory | None) -> TableHistory:
     """The dataset's history at its committed tip, decoding only the blocks after ``previous`` when the
-    chain still holds its head (a push appended), every block otherwise (a new dataset, a rewrite). The
-    blocks are read in one streamed scan of the index (``blocks_after``), never all held at once."""
+    chain still holds its head (a push appended); else starting from the pieces the index keeps
+    (``stored_pieces``: what a server before a restart built), and decoding only the blocks after them.
+    The blocks are read in one streamed scan of the index (``blocks_after``), never all held at once; each
+    piece completed here is kept in the index for the next start."""
     tip = dataset.require_tip()
     after, columns = None, Columns()
     if previous is not None:
         head = Multihash.parse(previous.head)
         if dataset.sequence_of(head) == previous.latest and previous.latest <= tip.sequence_number:
             after, columns = head, previous.columns.copy()
+    if after is None:
+        columns = stored_pieces(dataset, tip)
+        after = dataset.hash_at(len(columns.times) - 1) if columns.times else None
+    stored = len(columns.times) // PIECE_VERSIONS
     blocks = _blocks_after(dataset, tip, after)
     if blocks is None:  # rewritten since: read it all
-        columns, blocks = Columns(), dataset.blocks_after(tip, None)
+        columns, blocks, stored = Columns(), dataset.blocks_after(tip, None), 0
     for _, data in blocks:
         block = decode_block(data)
         event = block.event
         slice_ = event.new_data if isinstance(event, AddData) else None
         schema = event if isinstance(event, SetDataSchema) else None
         columns.add(block.sequence_number, _millis(block.system_time), slice_, schema)
+    _keep_pieces(dataset, columns, stored)
     return TableHistory(str(dataset.name), tip.dataset_id, str(tip.head), columns)
 
 
@@ -210,3 +224,65 @@ def _blocks_after(
     except KeyError:
         return None
     return itertools.chain([first] if first is not None else [], blocks)
+
+
+# -- the history kept in the server's index, in pieces, across restarts ------------------------------------
+
+#: Versions a kept piece of a history covers: a piece is written once, when the chain first holds all of
+#: its versions; a start reads every whole piece and decodes at most this many blocks after them.
+PIECE_VERSIONS = 1024
+#: The kind of the index's derived records the pieces are (its number changes with their form).
+PIECE_KIND = "sharing-history-1"
+
+
+def _piece_bytes(dataset: DatasetRepository, columns: Columns, number: int) -> bytes:
+    """Piece ``number`` of ``columns``: its versions' times, the files they added, the versions that
+    recorded a schema, and the hash of its last block (a start checks it against the chain)."""
+    first, last = number * PIECE_VERSIONS, (number + 1) * PIECE_VERSIONS - 1
+    files = range(bisect.bisect_left(columns.file_versions, first), bisect.bisect_right(columns.file_versions, last))
+    piece = {
+        "last": str(dataset.hash_at(last)),
+        "times": columns.times[first : last + 1].tolist(),
+        "files": [[columns.file_versions[i], columns.sizes[i], columns.starts[i], columns.records[i]] for i in files],
+        "hashes": bytes(columns.hashes[files.start * BINARY_LENGTH : files.stop * BINARY_LENGTH]).hex(),
+        "schemas": [version for version, _ in columns.schemas if first <= version <= last],
+    }
+    return orjson.dumps(piece)
+
+
+def _keep_pieces(dataset: DatasetRepository, columns: Columns, stored: int) -> None:
+    """Keep in the index the whole pieces of ``columns`` after the first ``stored`` (already kept)."""
+    whole = len(columns.times) // PIECE_VERSIONS
+    if whole > stored:
+        dataset.record_derived(PIECE_KIND, ((n, _piece_bytes(dataset, columns, n)) for n in range(stored, whole)))
+
+
+def _add_piece(dataset: DatasetRepository, columns: Columns, raw: bytes) -> None:
+    """Append a kept piece to ``columns`` (its schema blocks are read again: a few, if any)."""
+    piece = orjson.loads(raw)
+    columns.times.extend(piece["times"])
+    digests = bytes.fromhex(piece["hashes"])
+    for index, (version, size, start, records) in enumerate(piece["files"]):
+        columns.add_file(version, size, start, records, digests[index * BINARY_LENGTH : (index + 1) * BINARY_LENGTH])
+    for version in piece["schemas"]:
+        event = decode_block(dataset.block_bytes(dataset.hash_at(version))).event
+        if isinstance(event, SetDataSchema):
+            columns.schemas.append((version, event))
+
+
+def stored_pieces(dataset: DatasetRepository, tip: ChainTip) -> Columns:
+    """The history's first versions, from the pieces the index keeps that are still this chain's (a piece
+    whose last block is no longer on the chain, and every one after it, are left out: they are built
+    again)."""
+    columns = Columns()
+    whole = (tip.sequence_number + 1) // PIECE_VERSIONS
+    for number, raw in enumerate(dataset.derived_records(PIECE_KIND, 0, whole - 1)):
+        if raw is None:
+            break
+        try:
+            if orjson.loads(raw)["last"] != str(dataset.hash_at((number + 1) * PIECE_VERSIONS - 1)):
+                break
+            _add_piece(dataset, columns, raw)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return Columns()  # a piece this server cannot read: build the history from the blocks
+    return columns

@@ -229,7 +229,7 @@ def table_version(
     history = _table(who, share, schema, table)
     if starting_timestamp is None:
         return version_answer(history.latest)
-    return version_answer(history.version_from(parse_timestamp(starting_timestamp)))
+    return version_answer(history.version_from(parse_timestamp(starting_timestamp, up=True)))
 
 
 @router.get(
@@ -349,9 +349,10 @@ def _changes_range(
         raise invalid("give one of startingVersion and startingTimestamp")
     if end_version is not None and end_time is not None:
         raise invalid("give at most one of endingVersion and endingTimestamp")
-    start = start_version if start_version is not None else history.version_from(parse_timestamp(str(start_time)))
+    if start_version is None:
+        start_version = history.version_from(parse_timestamp(str(start_time), up=True))
     end = end_version if end_time is None else history.version_at(parse_timestamp(end_time))
-    return _range(history, start, end)
+    return _range(history, start_version, end)
 
 
 @router.get(

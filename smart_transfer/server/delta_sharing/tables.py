@@ -5,14 +5,14 @@ hash, so neither a later query nor a restarted server reads that footer again.""
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from smart_transfer.config.values import BadValue, moment
 from smart_transfer.model import DataSlice, InvalidDatasetName
 from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
@@ -36,38 +36,24 @@ MAX_CACHED_STATS = 20_000
 FOOTER_READS_AT_ONCE = 16
 
 
-#: The protocol's timestamp: ISO 8601 in UTC (``2022-01-01T00:00:00Z``), or, as its first versions wrote
-#: it, ``yyyy-[m]m-[d]d hh:mm:ss[.f...]``; a zone other than UTC is honoured, no zone is UTC.
-TIMESTAMP = re.compile(
-    r"(\d{4})-(\d{1,2})-(\d{1,2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?",
-    re.IGNORECASE | re.ASCII,
-)
+#: The moments a request's timestamp may name (those its answers can write back).
+FIRST_MOMENT, LAST_MOMENT = datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
-def _zone(text: str | None) -> tzinfo:
-    if text is None or text.upper() == "Z":
-        return UTC
-    hours, minutes = int(text[1:3]), int(text[-2:])
-    if minutes >= 60:
-        raise ValueError(text)
-    sign = -1 if text[0] == "-" else 1
-    return timezone(sign * timedelta(hours=hours, minutes=minutes))
-
-
-def parse_timestamp(text: str) -> int:
-    """A request's timestamp (``TIMESTAMP``) in ms since the epoch (400 INVALID_PARAMETER_VALUE when it
-    is not one: a date alone, words, a day or hour that does not exist)."""
-    match = TIMESTAMP.fullmatch(text.strip())
+def parse_timestamp(text: str, up: bool = False) -> int:
+    """A request's timestamp in ms since the epoch, rounded down (or ``up``: see ``Moment.millis``). The
+    protocol's timestamp is ISO 8601 (``2022-01-01T00:00:00Z``), or, as its first versions wrote it,
+    ``yyyy-[m]m-[d]d hh:mm:ss[.f...]``; a zone other than UTC is honoured, no zone is UTC; read by the one
+    rule (``config/values.py``). 400 INVALID_PARAMETER_VALUE when it is not one (a date alone, words, a day
+    or hour that does not exist, a moment outside years 1 to 9999)."""
     try:
-        if match is None:
-            raise ValueError(text)
-        year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
-        micros = int((match[7] or "0")[:6].ljust(6, "0"))
-        moment = datetime(year, month, day, hour, minute, second, micros, tzinfo=_zone(match[8]))
-        moment = moment.astimezone(UTC)  # a UTC time too (for messages), or OverflowError
-    except (ValueError, OverflowError):
-        raise invalid(f"not a timestamp: {text[:100]!r} (e.g. 2026-01-31T12:00:00Z)") from None
-    return (moment - EPOCH) // timedelta(milliseconds=1)  # exact: a float would round up to the next day
+        found = moment(text, "a timestamp", seconds=True)
+    except BadValue:
+        found = None
+    first, last = ((edge - EPOCH) // timedelta(microseconds=1) * 1000 for edge in (FIRST_MOMENT, LAST_MOMENT))
+    if found is None or not first <= found.nanos <= last:
+        raise invalid(f"not a timestamp: {text[:100]!r} (e.g. 2026-01-31T12:00:00Z)")
+    return found.millis(up)
 
 
 class Tables:

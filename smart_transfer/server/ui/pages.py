@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from smart_transfer.config import values
 from smart_transfer.model import ModelError
 from smart_transfer.repo.errors import DatasetNotFound
 from smart_transfer.repo.repository import per_dataset
@@ -46,20 +47,23 @@ class PageError(Exception):
 
 
 def whole_number(text: str | None, what: str, default: int, bounds: tuple[int, int]) -> int:
-    """A query parameter holding a whole number within ``bounds`` (PageError 400 otherwise)."""
+    """A query parameter holding a whole number within ``bounds`` (the one rule: ``config/values.py``;
+    PageError 400 otherwise); ``default`` when it is absent or empty."""
     if text is None or text == "":
         return default
-    low, high = bounds
-    if not text.isascii() or not text.isdigit() or not low <= int(text) <= high:
-        raise PageError(400, f"{what} must be a whole number from {low} to {high}, not {text[:40]!r}")
-    return int(text)
+    try:
+        return values.whole_number(text, what, *bounds)
+    except values.BadValue as exc:
+        raise PageError(400, str(exc)) from None
 
 
 def page_number(text: str | None) -> int:
+    """``?page=``: 1 when absent."""
     return whole_number(text, "page", 1, (1, 10**9))
 
 
 def per_page(text: str | None, default: int) -> int:
+    """``?per=``: ``default`` when absent."""
     return whole_number(text, "per", default, PER_PAGE_RANGE)
 
 

@@ -21,7 +21,6 @@ from smart_transfer.model import (
     ChainTip,
     DataField,
     DataSlice,
-    Multihash,
     SetDataSchema,
     decode_block,
 )

@@ -232,12 +232,12 @@ class DatasetRepository:
         """Records ``first..last`` that a reader derived from this chain and kept in the index (a server's
         table history, in pieces: ``record_derived``); None where there is none. The records are the
         caller's to check against the chain (the index keeps them across restarts and rewrites)."""
-        return self.index.derived_records(self.name, kind, first, last)
+        return self._index.derived_records(self.name, kind, first, last)
 
     def record_derived(self, kind: str, records: Iterable[tuple[int, bytes]]) -> None:
         """Keep records derived from this chain in the index, by number (nothing in a read-only index)."""
-        if not self.index.read_only:
-            self.index.record_derived(self.name, kind, records)
+        if not self._index.read_only:
+            self._index.record_derived(self.name, kind, records)
 
     def sequence_of(self, block_hash: Multihash) -> int | None:
         """The sequence number of ``block_hash`` if it is on the current (indexed) chain."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from smart_transfer.server.auth import (
@@ -276,12 +276,25 @@ def _patterns(value: object) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _unprintable(char: str) -> bool:
+    """What a subject may not hold, as the tokens file's documentation says: C0 and C1 controls, line and
+    paragraph separators, and the bidi controls that reorder what is shown."""
+    code = ord(char)
+    return (
+        code < 32
+        or 127 <= code <= 159
+        or code in (0x2028, 0x2029)
+        or 0x202A <= code <= 0x202E
+        or 0x2066 <= code <= 0x2069
+    )
+
+
 def _grant(entry: object, seen: set[str]) -> Grant | None:
     """A straightforward reading of one entry (None: refused)."""
     if type(entry) is not dict or not {"subject", "sha256"} <= entry.keys() <= _FIELDS:
         return None
     subject, sha256 = entry["subject"], entry["sha256"]
-    if type(subject) is not str or not subject or any(ord(c) < 32 or ord(c) == 127 for c in subject):
+    if type(subject) is not str or not subject or any(_unprintable(c) for c in subject):
         return None
     if type(sha256) is not str or not re.fullmatch("[0-9a-f]{64}", sha256) or sha256 in seen:
         return None
@@ -300,6 +313,8 @@ def _straightforward(document: object) -> list[Grant] | None:
 
 @settings(max_examples=400, deadline=None)
 @given(_documents)
+@example({"tokens": [{"subject": "\x80", "sha256": "a" * 64}]})  # a C1 control: refused (found by Hypothesis)
+@example({"tokens": [{"subject": "caf\u00e9 \u2713", "sha256": "b" * 64}]})  # printable unicode: read
 def test_generated_documents_are_read_as_written_or_refused(document: object) -> None:
     expected = _straightforward(document)
     try:

@@ -34,6 +34,7 @@ from smart_transfer.errors import (
     sdk_errors,
 )
 from smart_transfer.model import DatasetName, InvalidDatasetName
+from smart_transfer.model.selection import Selection
 from smart_transfer.protocol import check_token
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import BusyDetails
@@ -111,18 +112,28 @@ class Client:
         return self.transport.name if self.transport is not None else self.settings.protocol
 
     async def pull(
-        self, url: str, as_name: str | None = None, force: bool = False, announce: str | None = None
+        self,
+        url: str,
+        as_name: str | None = None,
+        force: bool = False,
+        announce: str | None = None,
+        *,
+        all_checkpoints: bool = False,
     ) -> TransferSummary:
         """Bring the local dataset up to the remote head. ``url``: the remote dataset's URL, or the name
         of a workspace dataset with a remote (see ``remote_of``). ``announce``: the URL of a ``peer
-        serve`` of this workspace, told to the server so other readers fetch objects from it. Raises
-        SmartTransferError (RemoteError, LocalError, DivergedError, InvalidUrl) or TransferFailed; on
-        any failure the local head is unchanged."""
+        serve`` of this workspace, told to the server so other readers fetch objects from it. The pull
+        moves every block, every checkpoint's manifest and every data slice, and the files of the latest
+        checkpoint only (the one a reader restores); ``all_checkpoints``: the files of every checkpoint
+        of the chain too (what earlier pulls left out included). Raises SmartTransferError (RemoteError,
+        LocalError, DivergedError, InvalidUrl) or TransferFailed; on any failure the local head is
+        unchanged."""
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
+        selection = _selection(all_checkpoints)
         summary = await self._run(
             lambda transport: pull_flow(
-                self._job(transport, name, remote, upload=False, force=force, announce=announced)
+                self._job(transport, name, remote, upload=False, force=force, announce=announced, selection=selection)
             )
         )
         self._remember(name, remote)
@@ -137,6 +148,7 @@ class Client:
         upload: bool,
         force: bool,
         announce: str | None = None,
+        selection: Selection | None = None,
     ) -> FlowJob:
         """The one job of a pull, push or follow of ``name`` over ``transport``."""
         return FlowJob.of(
@@ -147,6 +159,7 @@ class Client:
             upload=upload,
             force=force,
             announce=announce,
+            selection=selection,
         )
 
     async def follow(
@@ -159,23 +172,26 @@ class Client:
         force: bool = False,
         announce: str | None = None,
         reconnect_attempts: int = DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
+        all_checkpoints: bool = False,
     ) -> int:
         """Pull, then stay in sync: every time the remote head moves, pull the increment in the same
         session and call ``on_update`` with its summary (the first pull's too), until ``stop`` is set.
         A session that drops is resumed with a normal pull, up to ``reconnect_attempts`` times in a row.
-        Smart protocol only. Returns the number of updates; raises like ``pull``."""
+        Smart protocol only; ``all_checkpoints`` as for ``pull``, for every update. Returns the number of
+        updates; raises like ``pull``."""
         if self.protocol != "smart":
             raise FollowUnsupported()
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
+        selection = _selection(all_checkpoints)
+
+        def job() -> FlowJob:
+            return self._job(
+                self._smart(), name, remote, upload=False, force=force, announce=announced, selection=selection
+            )
 
         async def session(report: Callable[[TransferSummary], None]) -> None:
-            await retry_when_busy(
-                lambda: follow_flow(
-                    self._job(self._smart(), name, remote, upload=False, force=force, announce=announced), report, stop
-                ),
-                self.warn,
-            )
+            await retry_when_busy(lambda: follow_flow(job(), report, stop), self.warn)
 
         def first_update(summary: TransferSummary) -> None:
             if not remembered:  # the first catch-up, as a plain pull does: `status` and `pull NAME` work now
@@ -229,12 +245,17 @@ class Client:
 
     async def status(self, name: str, url: str | None = None) -> DatasetStatus:
         """How workspace dataset ``name`` relates to its remote (or ``url``): one request, nothing moves."""
-        from smart_transfer.client.inspection.status import dataset_status  # the HTTP stack loads on use
+        # the HTTP stack loads on use
+        from smart_transfer.client.inspection.holdings import holdings
+        from smart_transfer.client.inspection.status import dataset_status
 
         remote = RemoteDataset.parse(url) if url is not None else self.remote_of(name)
         with sdk_errors():
             dataset = self.workspace.dataset(name)
-        return await retry_when_busy(lambda: dataset_status(dataset, remote, self.token, self.settings), self.warn)
+        status = await retry_when_busy(lambda: dataset_status(dataset, remote, self.token, self.settings), self.warn)
+        with sdk_errors():
+            status.partial = await asyncio.to_thread(holdings, self.workspace, name)  # local reads only
+        return status
 
     async def list_datasets(self, server_url: str) -> list[DatasetInfo]:
         """The datasets of the server at ``server_url`` the token may read, each described (every page)."""
@@ -317,6 +338,11 @@ def _parse_target(url: str, as_name: str | None) -> tuple[RemoteDataset | None, 
         raise InvalidUrl(
             f"{redact(url)!r} is neither a dataset URL (http(s)://HOST[:PORT]/DATASET) nor a dataset name"
         ) from None
+
+
+def _selection(all_checkpoints: bool) -> Selection:
+    """What a pull moves besides the metadata, from the SDK's and the CLI's arguments."""
+    return Selection(checkpoints="all" if all_checkpoints else "latest")
 
 
 def _announced_url(announce: str | None, name: str, protocol: str) -> str | None:

@@ -39,10 +39,17 @@ class SyncClient:
         self._client = Client(self.workspace, options, **values)
 
     def pull(
-        self, url: str, as_name: str | None = None, force: bool = False, announce: str | None = None
+        self,
+        url: str,
+        as_name: str | None = None,
+        force: bool = False,
+        announce: str | None = None,
+        *,
+        all_checkpoints: bool = False,
     ) -> TransferSummary:
         """Pull ``url`` into the workspace (see ``Client.pull``; ``Client.follow`` stays in sync)."""
-        return asyncio.run(self._client.pull(url, as_name=as_name, force=force, announce=announce))
+        pulling = self._client.pull(url, as_name, force, announce, all_checkpoints=all_checkpoints)
+        return asyncio.run(pulling)
 
     def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""

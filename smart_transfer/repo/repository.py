@@ -17,6 +17,7 @@ from smart_transfer.repo.index import RepositoryIndex
 from smart_transfer.repo.layout import head_key
 from smart_transfer.repo.lost import LostObjects
 from smart_transfer.repo.remotes import Remotes
+from smart_transfer.repo.selection import SelectionRecords
 from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.local import INTERNAL_DIR, LocalStore
 
@@ -138,6 +139,11 @@ class Workspace(Repository):
     def lost(self) -> LostObjects:
         """The datasets known to have lost objects (the next pull checks and repairs them)."""
         return LostObjects(self.local_store.root / INTERNAL_DIR / "lost")
+
+    @property
+    def selections(self) -> SelectionRecords:
+        """What the workspace chose to hold of each dataset (objects absent by choice are not lost)."""
+        return SelectionRecords(self.local_store.root / INTERNAL_DIR / "selection")
 
     @staticmethod
     def default_root() -> Path:

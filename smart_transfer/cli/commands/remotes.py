@@ -92,6 +92,8 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"  local:  {local}")
         remote = f"head {status.remote_head}, {status.remote_blocks} block(s), {status.remote_records} record(s)"
         print(f"  remote: {status.remote}" + (f" ({remote})" if status.remote_head else ""))
+        if status.partial is not None:
+            print(f"  {status.partial.describe()}")
     return EXIT_REJECTED if status.relation == DIVERGED else 0
 
 

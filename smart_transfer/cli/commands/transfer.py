@@ -136,7 +136,13 @@ def _transfer(args: argparse.Namespace, options: ClientOptions) -> int:
         client = _client(args, options, workspace, bar)
         try:
             if args.command == "pull":
-                pulling = client.pull(args.url, as_name=args.as_name, force=args.force, announce=args.announce)
+                pulling = client.pull(
+                    args.url,
+                    as_name=args.as_name,
+                    force=args.force,
+                    announce=args.announce,
+                    all_checkpoints=args.all_checkpoints,
+                )
                 summary = run(pulling)
             else:
                 summary = run(client.push(args.dataset, args.url, force=args.force))
@@ -167,7 +173,15 @@ def run_follow(args: argparse.Namespace, options: ClientOptions) -> int:
 
         loop.add_signal_handler(signal.SIGINT, interrupted)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        pulling = client.follow(args.url, update, stop, as_name=args.as_name, force=args.force, announce=args.announce)
+        pulling = client.follow(
+            args.url,
+            update,
+            stop,
+            as_name=args.as_name,
+            force=args.force,
+            announce=args.announce,
+            all_checkpoints=args.all_checkpoints,
+        )
         return await pulling
 
     with _workspace(args) as workspace:
@@ -218,7 +232,10 @@ def _register_pull(commands: Commands) -> None:
         description="Bring a local dataset up to the remote head. Blocks travel in one WebSocket session; "
         "objects are downloaded directly from storage in parallel and verified before the local head moves. "
         "Re-running an interrupted pull resumes it. The first URL a dataset is pulled from or pushed to becomes "
-        "its remote (see `remote`).",
+        "its remote (see `remote`). By default a pull moves every block, every checkpoint's manifest and every data "
+        "slice, but only the files of the latest checkpoint, the one a reader restores state from: older "
+        "checkpoints' files are absent by choice (`status` and `verify` say so) until `--all-checkpoints` asks "
+        "for them.",
     )
     pull.add_argument(
         "url",
@@ -238,6 +255,13 @@ def _register_pull(commands: Commands) -> None:
         default=None,
         help="tell the server that `peer serve` at PEER_URL serves this workspace's objects, so other readers of "
         "the dataset fetch them from there (smart protocol only)",
+    )
+    pull.add_argument(
+        "--all-checkpoints",
+        action="store_true",
+        help="also move the files of every older checkpoint of the chain, those earlier pulls left out included "
+        "(default: only the latest checkpoint's files; older checkpoints' blocks and manifests are always pulled "
+        "and verified, but nothing restores from them, so their files would cost bytes nobody reads)",
     )
     pull.add_argument(
         "--no-peers", action="store_true", help="never fetch objects from peers the server lists; storage only"

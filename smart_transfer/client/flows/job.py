@@ -14,6 +14,7 @@ from msgspec import Struct
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import Transport
+from smart_transfer.model.selection import Selection
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.transfer.limits import Timeouts
@@ -71,6 +72,8 @@ class FlowJob(Struct, frozen=True):
     force: bool = False
     #: The URL where this workspace serves the dataset's objects (``peer serve``), told to the server.
     announce: str | None = None
+    #: Which objects a pull moves besides the metadata (the latest checkpoint's files, or every one's).
+    selection: Selection = Selection()
 
     @classmethod
     def of(
@@ -83,9 +86,12 @@ class FlowJob(Struct, frozen=True):
         upload: bool,
         force: bool = False,
         announce: str | None = None,
+        selection: Selection | None = None,
     ) -> FlowJob:
         """The job of moving dataset ``target[1]`` of workspace ``target[0]`` to (``upload``) or from
         remote ``target[2]``."""
         workspace, name, remote = target
         timeouts = transport.object_timeouts(settings.timeouts, upload)
-        return cls(workspace, workspace.dataset(name), remote, transport, settings, tools, timeouts, force, announce)
+        chosen = selection if selection is not None else Selection()
+        dataset = workspace.dataset(name)
+        return cls(workspace, dataset, remote, transport, settings, tools, timeouts, force, announce, chosen)

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 from smart_transfer.checkpoint.files import store_manifest
-from smart_transfer.checkpoint.slot import install_checked, install_latest
+from smart_transfer.checkpoint.slot import CheckpointSlot, install_checked, install_latest, latest_checkpoint
 from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.job import FlowJob
 from smart_transfer.client.flows.moving import KeepAlive, Meter, TransferSummary, move_objects, watched
 from smart_transfer.client.flows.objects import download, download_from
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs
+from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs, objects_of
 from smart_transfer.model.manifest import CheckpointManifest, pages_wanted
 from smart_transfer.model.multihash import hash_text
-from smart_transfer.model.objects import with_files
+from smart_transfer.model.selection import Selection
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import DivergedDetails, ProtocolError
 from smart_transfer.protocol.messages import HttpRequest, ObjectFile
@@ -30,6 +30,7 @@ from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach
 from smart_transfer.sync.heads import local_ahead
+from smart_transfer.sync.selection import split_objects
 
 
 def _diverged(name: str) -> DivergedError:
@@ -55,12 +56,16 @@ def _attach_pulled(dataset: DatasetRepository, local: LocalChain, start: PullSta
     return base
 
 
-def _repairs(dataset: DatasetRepository, base: ChainTip | None, loss: Collection[str]) -> tuple[list[ObjectRef], bool]:
-    """Objects the kept part of the local chain references that are not (whole) in the workspace
-    (e.g. moved to quarantine by verify): the pull fetches them again. Looked for only when a loss is
-    known (``loss``: the marks, see ``repo.lost``); a whole chain's objects are otherwise present.
-    Also whether that is all: not when a lost manifest or page hides files the next pull finds."""
-    if base is None or not loss:
+def _repairs(
+    dataset: DatasetRepository, base: ChainTip | None, check: bool, selection: Selection, latest: Multihash | None
+) -> tuple[list[ObjectRef], bool]:
+    """Objects the kept part of the local chain references, that ``selection`` wants (``latest``: the
+    checkpoint a reader restores) and that are not (whole) in the workspace (e.g. moved to quarantine by
+    verify, or left out by a narrower selection before): the pull fetches them. Looked for only when
+    ``check`` (a loss is known, see ``repo.lost``, or the selection widened); a whole chain's objects
+    are otherwise present. Also whether that is all: not when a lost manifest or page hides files the
+    next pull finds."""
+    if base is None or not check:
         return [], True
     # committed blocks were validated when they were: a light parse finds what they reference
     refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
@@ -77,7 +82,8 @@ def _repairs(dataset: DatasetRepository, base: ChainTip | None, loss: Collection
             manifests[ref.physical_hash] = dataset.read_manifest(ref)
         except RepositoryError:
             lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
-    return dataset.objects_missing(with_files(refs, manifests)) + list(lost.values()), not (hidden or lost)
+    wanted = split_objects(refs, manifests, latest, selection).wanted
+    return dataset.objects_missing(wanted) + list(lost.values()), not (hidden or lost)
 
 
 def _store_manifests(dataset: DatasetRepository, manifests: Iterable[CheckpointManifest]) -> None:
@@ -175,14 +181,21 @@ async def _fetch_objects(
 ) -> None:
     dataset, workspace = job.dataset, job.workspace
     bundle = start.bundle
-    refs = bundle.objects()
+    # the checkpoint install_latest makes current: its files are moved, older ones' only when selected
+    latest = latest_checkpoint(bundle.blocks)
+    refs = split_objects(objects_of(bundle.blocks), bundle.manifests, latest, job.selection).wanted
+    recorded = await asyncio.to_thread(workspace.selections.get, dataset.name)
+    # until head moves the old chain is the committed one: record what both chains hold everything of
+    await asyncio.to_thread(workspace.selections.set, dataset.name, recorded.narrower(job.selection))
     # blocks are invisible until head moves: write their pack while the objects download
     writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, bundle.blocks, bundle.pack))
     try:
         await asyncio.to_thread(_store_manifests, dataset, bundle.manifests.values())
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
         loss = workspace.lost.seen(dataset.name)
-        repairs, settled = await asyncio.to_thread(_repairs, dataset, base, loss)
+        check = bool(loss) or recorded.narrower(job.selection) != job.selection  # a loss, or a wider selection
+        kept_latest = latest or CheckpointSlot(workspace.root, dataset.name).current_hash()
+        repairs, settled = await asyncio.to_thread(_repairs, dataset, base, check, job.selection, kept_latest)
         summary.objects_skipped = len(refs) - len(missing)
         summary.objects_repaired = len(repairs)
         known = {(r.kind, r.physical_hash) for r in missing}
@@ -196,6 +209,7 @@ async def _fetch_objects(
     finally:
         await writing
     new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
+    await asyncio.to_thread(workspace.selections.set, dataset.name, job.selection)
     if loss and settled:
         # the installed checkpoint's linked files may be the damaged ones: checked, installed again if so
         await asyncio.to_thread(install_checked, workspace.root, dataset)

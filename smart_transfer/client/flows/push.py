@@ -16,8 +16,8 @@ from smart_transfer.client.flows.job import FlowJob
 from smart_transfer.client.flows.moving import KeepAlive, Meter, Prepare, TransferSummary, move_objects
 from smart_transfer.client.flows.objects import upload
 from smart_transfer.client.transports.base import LocalChain, PushStart, UploadTerms
-from smart_transfer.errors import DivergedError, SmartTransferError
-from smart_transfer.model import ChainTip, Multihash, NewBlock, checkpoint_refs
+from smart_transfer.errors import DivergedError, LocalError, SmartTransferError
+from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import InvalidHeadDetails
@@ -84,6 +84,18 @@ def _hasher(workspace: Workspace, dataset: DatasetRepository, terms: UploadTerms
     return prepare
 
 
+def _cannot_send(name: str, absent: Sequence[ObjectRef]) -> LocalError:
+    """The one line of a push that would have to send objects this workspace does not hold: files of older
+    checkpoints its pulls left out by choice (or lost ones), referenced by blocks the remote lacks."""
+    total = sum(ref.size for ref in absent)
+    return LocalError(
+        ErrorCode.OBJECT_NOT_FOUND,
+        f"{name}: the remote lacks {len(absent)} object(s) ({total} bytes) this workspace does not hold, e.g. "
+        f"{absent[0].label}; nothing was committed: `smart-transfer pull --all-checkpoints {name}` (from a server "
+        "that holds them) fetches them, then push again",
+    )
+
+
 async def push(job: FlowJob) -> TransferSummary:
     """Make the remote head the local head of the job's dataset (see the module docstring)."""
     dataset = job.dataset
@@ -118,6 +130,10 @@ async def _push_once(job: FlowJob, local: LocalChain, expected: Multihash | None
         if remote_has_more(local.contains, current) and not force:
             raise _pull_first(dataset.name)
         bundle = await _bundle_to_send(dataset, local, start, after, guess)
+        # objects of blocks the remote has are never offered: what is offered and absent, the remote lacks
+        absent = await asyncio.to_thread(dataset.objects_missing, bundle.offered())
+        if absent:
+            raise _cannot_send(dataset.name, absent)
         terms = await channel.send_blocks(bundle)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
         async with KeepAlive(channel, job.settings.keepalive_interval) as beat:

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
+from smart_transfer.client.inspection.holdings import Holdings
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset, RemoteServer
 from smart_transfer.client.transports.simple import RestClient, RestSession
@@ -74,6 +75,8 @@ class DatasetStatus:
     relation: str | None = None
     local_only_blocks: int | None = None
     remote_only_blocks: int | None = None
+    #: What the workspace holds when it left objects out by choice (None: it holds everything).
+    partial: Holdings | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The status as JSON values (what `status --json` prints)."""

@@ -10,6 +10,7 @@ import os
 import secrets
 from dataclasses import asdict, dataclass, field
 
+from smart_transfer.client.inspection.holdings import absent_by_choice
 from smart_transfer.client.inspection.status import DIVERGED, REMOTE_MISSING, relation_of
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
@@ -34,6 +35,9 @@ class VerifyReport:
     objects_checked: int = 0
     problems: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
+    #: Objects the chain references that the workspace left out by choice (not checked, not problems).
+    absent_objects: int = 0
+    absent_bytes: int = 0
     remote: str | None = None
     remote_head: str | None = None
     relation: str | None = None  # same | local-ahead | remote-ahead | diverged | remote-missing
@@ -58,7 +62,12 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
     report = VerifyReport(dataset.name, str(tip.head))
     blocks = _checked_blocks(dataset, tip.sequence_number, report)
     manifests = _manifests(workspace, dataset, blocks, report)
+    absent = absent_by_choice(workspace, dataset, blocks, manifests)
     for ref in objects_of(blocks, manifests):
+        if (ref.kind, ref.physical_hash) in absent:
+            report.absent_objects += 1
+            report.absent_bytes += ref.size
+            continue
         _check_object(workspace, dataset, ref, report)
     if report.problems and not report.quarantined:  # a quarantine marked already
         workspace.lost.mark(dataset.name)  # the next pull checks the whole chain and fetches what is lost
@@ -175,6 +184,11 @@ def print_report(report: VerifyReport) -> None:
         print(f"  problem: {problem}")
     if report.quarantined:
         print(f"  {len(report.quarantined)} corrupt object(s) moved to quarantine; `pull` fetches them again")
+    if report.absent_objects:
+        print(
+            f"  {report.absent_objects} object(s), {report.absent_bytes} bytes absent by choice (older checkpoints' "
+            "files; `pull --all-checkpoints` fetches them)"
+        )
     if report.relation is not None:
         relation = RELATIONS[report.relation].format(
             local=report.local_only_blocks, remote=report.remote_only_blocks, common=report.common_block

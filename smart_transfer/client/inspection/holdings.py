@@ -1,0 +1,84 @@
+"""What a workspace holds of a dataset's objects under the selection it recorded (``repo/selection.py``):
+the objects present, and those absent by choice (files of older checkpoints a pull left out), never
+confused with lost ones (an object the selection wants and the workspace lacks). ``status`` reports it;
+``verify`` skips what is absent by choice and checks the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from smart_transfer.checkpoint.slot import latest_checkpoint
+from smart_transfer.model import Multihash, NewBlock, ObjectKind, checkpoint_refs, objects_of
+from smart_transfer.model.manifest import CheckpointManifest
+from smart_transfer.model.selection import EVERYTHING
+from smart_transfer.repo import RepositoryError, Workspace
+from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.sync.selection import split_objects
+
+
+@dataclass
+class Holdings:
+    """A partial dataset's objects, in objects and bytes: present, and absent by choice."""
+
+    checkpoints: str
+    present_objects: int = 0
+    present_bytes: int = 0
+    absent_objects: int = 0
+    absent_bytes: int = 0
+
+    def describe(self) -> str:
+        """The holdings in words (one line)."""
+        return (
+            f"partial: {self.present_objects} object(s), {self.present_bytes} bytes present; "
+            f"{self.absent_objects} object(s), {self.absent_bytes} bytes absent by choice (older checkpoints' "
+            "files; `pull --all-checkpoints` fetches them)"
+        )
+
+
+def absent_by_choice(
+    workspace: Workspace,
+    dataset: DatasetRepository,
+    blocks: Sequence[NewBlock],
+    manifests: Mapping[Multihash, CheckpointManifest],
+) -> set[tuple[ObjectKind, Multihash]]:
+    """The objects of the chain ``blocks`` that the recorded selection leaves out and the workspace does
+    not hold (``manifests``: those of its checkpoints that could be read)."""
+    selection = workspace.selections.get(dataset.name)
+    if selection == EVERYTHING:
+        return set()
+    split = split_objects(objects_of(blocks), manifests, latest_checkpoint(blocks), selection)
+    return {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(split.left_out)}
+
+
+def holdings(workspace: Workspace, name: str) -> Holdings | None:
+    """What workspace dataset ``name`` holds, when it is partial (something is absent by choice); None when
+    the workspace holds everything it references (no walk of the chain when it never chose less)."""
+    selection = workspace.selections.get(name)
+    dataset = workspace.dataset(name)
+    tip = dataset.tip()
+    if selection == EVERYTHING or tip is None:
+        return None
+    blocks = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)]
+    manifests = _readable_manifests(dataset, blocks)
+    split = split_objects(objects_of(blocks), manifests, latest_checkpoint(blocks), selection)
+    every = [*split.wanted, *split.left_out]
+    missing = {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(every)}
+    absent = [ref for ref in split.left_out if (ref.kind, ref.physical_hash) in missing]
+    if not absent:
+        return None
+    present = [ref for ref in every if (ref.kind, ref.physical_hash) not in missing]
+    return Holdings(
+        selection.checkpoints, len(present), sum(ref.size for ref in present), len(absent), sum(r.size for r in absent)
+    )
+
+
+def _readable_manifests(dataset: DatasetRepository, blocks: Sequence[NewBlock]) -> dict[Multihash, CheckpointManifest]:
+    """The manifests of the checkpoints ``blocks`` reference that the workspace can read."""
+    manifests = {}
+    for ref in checkpoint_refs(blocks):
+        try:
+            manifests[ref.physical_hash] = dataset.read_manifest(ref)
+        except RepositoryError:
+            continue  # a lost manifest: its files are lost, not absent by choice (verify says so)
+    return manifests

@@ -107,6 +107,11 @@ rgw thread pool size = 64
 rgw gc obj min wait = 1
 rgw gc processor period = 2
 rgw gc processor max time = 2
+# SSE-KMS with Ceph's testing backend (keys from this list, by id): only objects PUT with the
+# x-amz-server-side-encryption headers are encrypted, so every other object reads as before
+rgw crypt s3 kms backend = testing
+rgw crypt s3 kms encryption keys = testkey-1=nHPIT0mJyVq23j2+N52jiCCShpWj21T9bZxRONKd820= testkey-2=ZTC9qNvawROb8N7t3UJ98x5jNgDeH45O1I45mUDnxBM=
+rgw crypt require ssl = false
 EOF
 }
 

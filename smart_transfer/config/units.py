@@ -47,6 +47,17 @@ def region(text: str) -> str:
     return text
 
 
+#: A KMS key as S3 takes it: a key id, alias or ARN (letters, digits and ``-_/:.``), at most 2048 characters.
+_KMS_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_/:.-]{0,2047}")
+
+
+def kms_key_id(text: str) -> str:
+    """A KMS key id, alias (``alias/name``) or ARN, as the value of a signed header must be written."""
+    if not _KMS_KEY.fullmatch(text):
+        raise ValueError(f"not a KMS key id: {text[:80]!r} (a key id, alias/NAME or an ARN: letters, digits, -_/:.)")
+    return text
+
+
 def http_url(text: str) -> str:
     """An endpoint URL: ``http(s)://HOST[:PORT][/PATH]`` with no credentials, query or fragment."""
     try:

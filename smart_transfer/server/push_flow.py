@@ -172,10 +172,10 @@ def _complete_uploads(dataset: DatasetRepository, state: PushState) -> None:
         raise upload_invalid(failures)
 
 
-def _verify_and_commit(dataset: DatasetRepository, state: PushState) -> ChainTip:
+def _verify_and_commit(dataset: DatasetRepository, state: PushState, readback_limit: int) -> ChainTip:
     """Check every required object, then CAS head (worker thread; the blocks' pack is stored)."""
     _complete_uploads(dataset, state)
-    verify_uploads(dataset, list(state.required.values()), state.promised_etags)
+    verify_uploads(dataset, list(state.required.values()), state.promised_etags, readback_limit)
     if not state.bundle.blocks and state.base == state.remote_tip:  # neither new blocks nor a rewind
         if state.remote_tip is None:
             raise ProtocolError(ErrorCode.INVALID_BLOCKS, "nothing to commit to a dataset that does not exist")
@@ -236,7 +236,7 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
         transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, server)
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
     await writing
-    committing = asyncio.to_thread(_verify_and_commit, dataset, state)
+    committing = asyncio.to_thread(_verify_and_commit, dataset, state, settings.verify_read_limit)
     new_tip = await _with_keep_alive(session, committing, settings.keepalive_interval_seconds)
     server.heads.notify(dataset.name)  # followers of this replica pull it now
     old_head = str(state.remote_tip.head) if state.remote_tip is not None else None

@@ -102,7 +102,9 @@ async def write_head(
     expected = Multihash.parse(if_match.strip().strip('"')) if if_match is not None else None
     body = await _read_limited(request, MAX_HEAD_BODY_BYTES)
     new_head = Multihash.parse(body.decode("ascii", "replace").strip())
-    new_tip = await asyncio.to_thread(commit_uploaded, repo, expected, new_head, force)
+    new_tip = await asyncio.to_thread(
+        commit_uploaded, repo, expected, new_head, force, state.settings.verify_read_limit
+    )
     state.heads.notify(repo.name)  # followers of this replica pull it now
     return HeadMovedTo(old_head=str(expected) if expected else None, new_head=str(new_tip.head))
 

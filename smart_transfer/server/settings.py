@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smart_transfer.config import SettingError, check_settings, setting
-from smart_transfer.config.units import bucket, http_url, region
+from smart_transfer.config.units import bucket, http_url, kms_key_id, region
 from smart_transfer.config.units import size as parse_size
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, MAX_PEERS
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
-from smart_transfer.storage.base import DEFAULT_URL_TTL_SECONDS, MAX_URL_TTL_SECONDS
+from smart_transfer.storage.base import DEFAULT_READBACK_BYTES, DEFAULT_URL_TTL_SECONDS, MAX_URL_TTL_SECONDS
 from smart_transfer.storage.parts import (
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_PART_SIZE,
@@ -115,6 +115,37 @@ class ServerSettings:
         parse=int,
         minimum=1,
         maximum=20,
+    )
+    s3_sse: str | None = setting(
+        None,
+        "--s3-sse",
+        "server-side encryption S3 applies to every write: the server's own and every presigned PUT, whose "
+        "clients send it as a signed header (a bucket policy may deny writes without it)",
+        choices=("AES256", "aws:kms"),
+    )
+    s3_sse_kms_key_id: str | None = setting(
+        None,
+        "--s3-sse-kms-key-id",
+        "with --s3-sse aws:kms: the KMS key (id, alias/NAME or ARN; default: the account's S3 key)",
+        metavar="KEY",
+        parse=kms_key_id,
+    )
+    s3_checksum_sha256: bool = setting(
+        False,
+        "--s3-checksum-sha256",
+        "bind each object's SHA-256 into its presigned PUT (x-amz-checksum-sha256): a store that checks it "
+        "(AWS S3) refuses other bytes on arrival, and the commit trusts its checksum where the ETag is opaque",
+        switch=True,
+    )
+    verify_read_limit: int = setting(
+        DEFAULT_READBACK_BYTES,
+        "--verify-read-limit",
+        "bytes one push's commit may read back from the store to confirm objects neither an ETag (opaque "
+        "under SSE-KMS) nor a checksum confirms; a push needing more is refused",
+        parse=parse_size,
+        minimum=1,
+        maximum=MAX_OBJECT_BYTES,
+        unit="bytes",
     )
     url_ttl_seconds: int = setting(
         DEFAULT_URL_TTL_SECONDS,
@@ -334,6 +365,10 @@ class ServerSettings:
             raise SettingError("--follow-poll-min must not exceed --follow-poll-max")
         if (self.s3_endpoint or self.s3_prefix or self.s3_public_endpoint) and not self.s3_bucket:
             raise SettingError("--s3-endpoint, --s3-public-endpoint and --s3-prefix need --s3-bucket")
+        if (self.s3_sse or self.s3_sse_kms_key_id or self.s3_checksum_sha256) and not self.s3_bucket:
+            raise SettingError("--s3-sse, --s3-sse-kms-key-id and --s3-checksum-sha256 need --s3-bucket")
+        if self.s3_sse_kms_key_id is not None and self.s3_sse != "aws:kms":
+            raise SettingError("--s3-sse-kms-key-id needs --s3-sse aws:kms")
 
     @property
     def sharing_url_ttl(self) -> int:
@@ -395,6 +430,9 @@ class ServerSettings:
             attempts=self.s3_attempts,
             multipart_threshold=self.multipart_threshold,
             part_size=self.part_size,
+            sse=self.s3_sse,
+            sse_kms_key_id=self.s3_sse_kms_key_id,
+            checksum_sha256=self.s3_checksum_sha256,
         )
 
     def index_path(self, store: ObjectStore) -> Path:

@@ -10,7 +10,10 @@ Which uploads a push may ask for at all (the objects its blocks reference) is th
 
 from __future__ import annotations
 
+import base64
+
 from smart_transfer.model import Multihash, ObjectKind, ObjectRef
+from smart_transfer.model.multihash import SHA2_256
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import ObjectDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
@@ -45,9 +48,13 @@ class Signer:
         return signed
 
     def put(self, dataset: DatasetRepository, ref: ObjectRef, ttl: int, content_md5: str | None) -> PresignedRequest:
-        """A PUT of an object not committed yet, binding its MD5 when given."""
+        """A PUT of an object not committed yet, binding its MD5 when given, and its SHA-256 (the object's
+        own hash, when it is one) where the store binds checksums."""
         self._uncommitted(dataset, ref)
-        signed = dataset.store.presign_put(dataset.object_key(ref), ttl, content_md5=content_md5)
+        sha256 = base64.b64encode(ref.physical_hash.digest).decode() if ref.physical_hash.code == SHA2_256 else None
+        signed = dataset.store.presign_put(
+            dataset.object_key(ref), ttl, content_md5=content_md5, checksum_sha256=sha256
+        )
         self.metrics.urls_signed.labels("PUT").inc()
         return signed
 

@@ -19,6 +19,9 @@ MAX_URL_TTL_SECONDS = 7 * 24 * 3600
 DEFAULT_MAX_CONNECTIONS = 64
 #: Chunk size used when streaming objects.
 STREAM_CHUNK_BYTES = 1024 * 1024
+#: The most bytes one commit reads back from the store to confirm objects that neither an ETag nor a
+#: checksum confirms (the server's ``--verify-read-limit``).
+DEFAULT_READBACK_BYTES = 8 * 1024**3
 
 #: Told of every call a store makes to its backend: (operation, seconds, succeeded).
 StoreObserver = Callable[[str, float, bool], None]
@@ -58,26 +61,38 @@ class ObjectInfo(NamedTuple):
     etag: str
     #: Last modification, Unix seconds (0 when the store did not say).
     modified: float = 0.0
+    #: The store says the ETag is not the MD5 of the bytes (S3 with SSE-KMS or SSE-C): it confirms nothing.
+    opaque_etag: bool = False
+    #: The base64 SHA-256 of the bytes that the store checked on arrival and keeps ("" when none).
+    checksum_sha256: str = ""
 
 
 class UploadedPart(NamedTuple):
-    """One part a multipart upload holds: its number, size and ETag (the hex MD5 of its bytes)."""
+    """One part a multipart upload holds: its number, size and ETag (the hex MD5 of its bytes, unless
+    ``opaque_etag``: then the store's own tag, which a completion must quote)."""
 
     number: int
     size: int
     etag: str
+    opaque_etag: bool = False
+
+
+#: What :func:`stored_mismatch` says of an ETag that is not the promised one.
+MD5_MISMATCH = "content does not match the promised MD5"
 
 
 def stored_mismatch(info: ObjectInfo | UploadedPart | None, size: int, etag: str | None = None) -> str | None:
     """The check of an object (or part) a store holds against the one promised: ``size`` bytes and,
     when given, ETag ``etag``. ``info`` is the store's answer (a head, a listing entry or a listed part;
-    None when absent). Why it is not the promised one (one line), or None when it is."""
+    None when absent). Why it is not the promised one (one line), or None when it is. An opaque ETag
+    (``info.opaque_etag``) is not compared: it confirms the size only, and a caller that needs the
+    bytes confirmed does so otherwise (the commit: the store's checksum, or reading them back)."""
     if info is None:
         return "missing"
     if info.size != size:
         return f"{info.size} bytes, expected {size}"
-    if etag is not None and info.etag != etag:
-        return "content does not match the promised MD5"
+    if etag is not None and not info.opaque_etag and info.etag != etag:
+        return MD5_MISMATCH
     return None
 
 
@@ -191,9 +206,16 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def presign_put(
-        self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
+        self,
+        key: str,
+        ttl_seconds: int = DEFAULT_URL_TTL_SECONDS,
+        content_md5: str | None = None,
+        checksum_sha256: str | None = None,
     ) -> PresignedRequest:
-        """A PUT of ``key``; with ``content_md5`` (base64) the store refuses any other body."""
+        """A PUT of ``key``; with ``content_md5`` (base64) the store refuses any other body. With
+        ``checksum_sha256`` (base64 SHA-256 of the body), a store configured to bind checksums signs it
+        into the URL too (S3 then checks the body against it on arrival); others ignore it. The request's
+        headers carry whatever the URL binds (the MD5, the checksum, the server-side encryption)."""
 
     # -- multipart uploads (S3's flow; the embedded store implements the same) ----------------------
 
@@ -219,8 +241,9 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def complete_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> ObjectInfo:
-        """Assemble ``parts`` ((number, hex MD5), ascending) into the object at ``key``, atomically for
-        readers; its ETag is :func:`~smart_transfer.storage.digest.multipart_etag` of the MD5s. Raises
+        """Assemble ``parts`` ((number, ETag as :meth:`list_parts` gives it: the hex MD5 unless opaque),
+        ascending) into the object at ``key``, atomically for readers; its ETag is
+        :func:`~smart_transfer.storage.digest.multipart_etag` of the MD5s (opaque where the parts' are). Raises
         MultipartRefused when a part is missing, differs from its MD5, or is too small; NoSuchUpload."""
 
     @abstractmethod

@@ -54,6 +54,31 @@ _GENERATION_BASE = 10**19 - 1
 MAX_REF_BYTES = 1024
 #: S3's answers to a CompleteMultipartUpload whose parts are not what it was told.
 _ASSEMBLY_REFUSALS = ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "BadDigest")
+#: Server-side encryption S3 applies to what it stores: SSE-S3 (its own keys) or SSE-KMS (a KMS key).
+SSE_MODES = ("AES256", "aws:kms")
+#: Encryption under which S3's ETag is not the MD5 of the bytes (AWS: SSE-KMS, DSSE-KMS; SSE-C is
+#: seen by its customer-algorithm header).
+_OPAQUE_SSE = ("aws:kms", "aws:kms:dsse")
+
+
+def _encryption(sse: str | None, kms_key_id: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """What each write asks boto3 for, and the same as the signed headers of a presigned PUT."""
+    if sse is not None and sse not in SSE_MODES:
+        raise ValueError(f"server-side encryption must be one of {', '.join(SSE_MODES)}, not {sse!r}")
+    if kms_key_id is not None and sse != "aws:kms":
+        raise ValueError("a KMS key id needs server-side encryption aws:kms")
+    params: dict[str, str] = {}
+    headers: dict[str, str] = {}
+    if sse is not None:
+        params["ServerSideEncryption"] = headers["x-amz-server-side-encryption"] = sse
+    if kms_key_id is not None:
+        params["SSEKMSKeyId"] = headers["x-amz-server-side-encryption-aws-kms-key-id"] = kms_key_id
+    return params, headers
+
+
+def opaque_etag(answer: dict[str, Any]) -> bool:
+    """Whether a HEAD (or PUT) answer's ETag may not be the MD5 of the bytes, by the encryption it reports."""
+    return answer.get("ServerSideEncryption") in _OPAQUE_SSE or bool(answer.get("SSECustomerAlgorithm"))
 
 
 def _status(exc: ClientError) -> int:
@@ -90,18 +115,20 @@ class S3Store(ObjectStore):
         attempts: int = DEFAULT_S3_ATTEMPTS,
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
         part_size: int = DEFAULT_PART_SIZE,
+        sse: str | None = None,
+        sse_kms_key_id: str | None = None,
+        checksum_sha256: bool = False,
     ) -> None:
         """Every call is bounded: ``connect_timeout`` to connect, ``read_timeout`` without a byte,
         ``attempts`` tries (standard retry mode: backoff with jitter). ``put_file`` uploads files
         larger than ``multipart_threshold`` in parts of ``part_size`` (S3 refuses single PUTs over
-        5 GiB)."""
+        5 GiB). ``sse``, ``sse_kms_key_id``, ``checksum_sha256``: see :meth:`_protect_writes`."""
         self.bucket = bucket
-        self.multipart_threshold = multipart_threshold
-        self.part_size = part_size
+        self._protect_writes(sse, sse_kms_key_id, checksum_sha256)
+        self.multipart_threshold, self.part_size = multipart_threshold, part_size
         self.prefix = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
-        self.read_timeout = read_timeout
-        self.attempts = attempts
+        self.read_timeout, self.attempts = read_timeout, attempts
         self.max_connections = max_connections
         config = Config(
             signature_version="s3v4",  # boto3 would presign SigV2 for a custom endpoint otherwise
@@ -124,16 +151,26 @@ class S3Store(ObjectStore):
         )
         # the fast presigner (same URLs as botocore, ~20x faster) wherever the endpoint is explicit
         self._credentials: Any = session.get_credentials()
-        presign_endpoint = self.public_endpoint_url
         self._fast: QueryPresigner | None = (
-            QueryPresigner(presign_endpoint, bucket, region_name)
-            if presign_endpoint and self._credentials is not None
+            QueryPresigner(self.public_endpoint_url, bucket, region_name)
+            if self.public_endpoint_url and self._credentials is not None
             else None
         )
         self._observer: StoreObserver | None = None
         self._session, self._region = session, region_name
         self._probe: Any = None
         self._probe_timeout = 0.0
+
+    def _protect_writes(self, sse: str | None, kms_key_id: str | None, checksum_sha256: bool) -> None:
+        """``sse`` (one of SSE_MODES, with ``kms_key_id`` for a KMS key other than the account's
+        default) is asked for on every write, the server's own and every presigned PUT (a bucket policy
+        may deny writes without it); ``checksum_sha256`` binds a body's SHA-256 into the presigned PUTs
+        that are given one, and asks HEADs for the checksum the store kept."""
+        self.sse = sse
+        self.checksum_sha256 = checksum_sha256
+        self._sse_params, self._sse_headers = _encryption(sse, kms_key_id)
+        #: listings and listed parts report no encryption: what this store writes decides it
+        self._listed_opaque = sse in _OPAQUE_SSE
 
     def check_ready(self, timeout: float) -> None:
         """One HEAD of the bucket, bounded by ``timeout`` and never retried (a readiness probe)."""
@@ -205,16 +242,16 @@ class S3Store(ObjectStore):
 
     def put(self, key: str, data: bytes) -> ObjectInfo:
         with self._errors(key):
-            response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data)
-        return ObjectInfo(key, len(data), str(response["ETag"]).strip('"'))
+            response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data, **self._sse_params)
+        return ObjectInfo(key, len(data), str(response["ETag"]).strip('"'), opaque_etag=opaque_etag(response))
 
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         size = path.stat().st_size
         if size > self.multipart_threshold:
             return self._put_file_in_parts(key, path, size)
         with self._errors(key), open(path, "rb") as body:
-            response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body)
-        return ObjectInfo(key, size, str(response["ETag"]).strip('"'))
+            response = self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body, **self._sse_params)
+        return ObjectInfo(key, size, str(response["ETag"]).strip('"'), opaque_etag=opaque_etag(response))
 
     def _put_file_in_parts(self, key: str, path: Path, size: int) -> ObjectInfo:
         """boto3's managed transfer: parallel parts streamed from the file, retried, then completed
@@ -227,7 +264,9 @@ class S3Store(ObjectStore):
             multipart_threshold=self.multipart_threshold, multipart_chunksize=part_size, max_concurrency=4
         )
         with self._errors(key):
-            self._client.upload_file(str(path), self.bucket, self._full(key), Config=config)
+            self._client.upload_file(
+                str(path), self.bucket, self._full(key), ExtraArgs=self._sse_params or None, Config=config
+            )
         info = self.head(key)
         if info is None or info.size != size:
             raise StorageUnavailable(f"S3 did not keep the {size} bytes uploaded to {key}")
@@ -252,12 +291,20 @@ class S3Store(ObjectStore):
         return chunks()
 
     def head(self, key: str) -> ObjectInfo | None:
+        # with checksums bound, S3 answers the SHA-256 it checked on arrival only when asked for it
+        extra = {"ChecksumMode": "ENABLED"} if self.checksum_sha256 else {}
         try:
             with self._errors(key):
-                response = self._client.head_object(Bucket=self.bucket, Key=self._full(key))
+                response = self._client.head_object(Bucket=self.bucket, Key=self._full(key), **extra)
         except ObjectNotFound:
             return None
-        return ObjectInfo(key, int(response["ContentLength"]), str(response["ETag"]).strip('"'))
+        return ObjectInfo(
+            key,
+            int(response["ContentLength"]),
+            str(response["ETag"]).strip('"'),
+            opaque_etag=opaque_etag(response),
+            checksum_sha256=str(response.get("ChecksumSHA256") or ""),
+        )
 
     def head_many(self, keys: Sequence[str]) -> dict[str, ObjectInfo | None]:
         """HEADs in parallel on the client's connection pool (the first failure is raised)."""
@@ -284,7 +331,11 @@ class S3Store(ObjectStore):
         for key, item in self._listed("list_objects_v2", prefix, "Contents"):
             modified = item.get("LastModified")
             yield ObjectInfo(
-                key, int(item["Size"]), str(item["ETag"]).strip('"'), modified.timestamp() if modified else 0.0
+                key,
+                int(item["Size"]),
+                str(item["ETag"]).strip('"'),
+                modified.timestamp() if modified else 0.0,
+                opaque_etag=self._listed_opaque,
             )
 
     def list_children(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
@@ -305,7 +356,7 @@ class S3Store(ObjectStore):
 
     def _create(self, full_key: str, data: bytes) -> bool:
         try:
-            self._client.put_object(Bucket=self.bucket, Key=full_key, Body=data, IfNoneMatch="*")
+            self._client.put_object(Bucket=self.bucket, Key=full_key, Body=data, IfNoneMatch="*", **self._sse_params)
         except ClientError as exc:
             if _status(exc) in (409, 412) or _code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return False
@@ -355,10 +406,18 @@ class S3Store(ObjectStore):
     # -- presigning --------------------------------------------------------------------------------
 
     def _presign(
-        self, operation: str, key: str, ttl_seconds: int, params: dict[str, str], query: Sequence[tuple[str, str]] = ()
+        self,
+        operation: str,
+        key: str,
+        ttl_seconds: int,
+        params: dict[str, str],
+        query: Sequence[tuple[str, str]] = (),
+        headers: dict[str, str] | None = None,
     ) -> str:
         """``query``: the operation's own URL parameters, for the fast presigner (``uploadId``,
-        ``partNumber``); botocore takes them as ``UploadId`` and ``PartNumber``."""
+        ``partNumber``); botocore takes them as ``UploadId`` and ``PartNumber``. ``params``: botocore's
+        names of the signed headers (``ContentMD5``, ``ServerSideEncryption``, ...), ``headers`` the
+        same by their HTTP names (the fast presigner's, beside ``ContentMD5``)."""
         if not 1 <= ttl_seconds <= MAX_URL_TTL_SECONDS:
             raise ValueError(f"URL lifetime must be 1..{MAX_URL_TTL_SECONDS} seconds")
         if self._fast is not None:
@@ -370,6 +429,7 @@ class S3Store(ObjectStore):
                 Credentials(frozen.access_key, frozen.secret_key, frozen.token),
                 params.get("ContentMD5"),
                 query=query,
+                headers=headers,
             )
         named = {name[0].upper() + name[1:]: int(value) if name == "partNumber" else value for name, value in query}
         with self._errors(key):
@@ -385,12 +445,22 @@ class S3Store(ObjectStore):
         return PresignedRequest("GET", self._presign("get_object", key, ttl_seconds, {}), expires)
 
     def presign_put(
-        self, key: str, ttl_seconds: int = DEFAULT_URL_TTL_SECONDS, content_md5: str | None = None
+        self,
+        key: str,
+        ttl_seconds: int = DEFAULT_URL_TTL_SECONDS,
+        content_md5: str | None = None,
+        checksum_sha256: str | None = None,
     ) -> PresignedRequest:
         expires = int(time.time()) + ttl_seconds
         params = {"ContentMD5": content_md5} if content_md5 else {}
-        headers = {"Content-MD5": content_md5} if content_md5 else {}
-        return PresignedRequest("PUT", self._presign("put_object", key, ttl_seconds, params), expires, headers)
+        params.update(self._sse_params)
+        signed = dict(self._sse_headers)
+        if checksum_sha256 and self.checksum_sha256:
+            params["ChecksumSHA256"] = checksum_sha256
+            signed["x-amz-checksum-sha256"] = checksum_sha256
+        url = self._presign("put_object", key, ttl_seconds, params, headers=signed)
+        headers = {"Content-MD5": content_md5, **signed} if content_md5 else signed
+        return PresignedRequest("PUT", url, expires, headers)
 
     # -- multipart uploads ---------------------------------------------------------------------
 
@@ -410,8 +480,9 @@ class S3Store(ObjectStore):
             raise self._unavailable(exc) from None
 
     def create_multipart(self, key: str) -> str:
+        # the upload's encryption is chosen here: S3 refuses encryption headers on its parts' PUTs
         with self._errors(key):
-            response = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._full(key))
+            response = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._full(key), **self._sse_params)
         return str(response["UploadId"])
 
     def list_multipart(self, prefix: str) -> Iterator[PendingUpload]:
@@ -424,7 +495,14 @@ class S3Store(ObjectStore):
         with self._upload_errors(key, upload_id):
             for page in paginator.paginate(Bucket=self.bucket, Key=self._full(key), UploadId=upload_id):
                 for item in page.get("Parts", []):
-                    parts.append(UploadedPart(int(item["PartNumber"]), int(item["Size"]), str(item["ETag"]).strip('"')))
+                    parts.append(
+                        UploadedPart(
+                            int(item["PartNumber"]),
+                            int(item["Size"]),
+                            str(item["ETag"]).strip('"'),
+                            self._listed_opaque,
+                        )
+                    )
         return sorted(parts, key=lambda part: part.number)
 
     def presign_upload_part(

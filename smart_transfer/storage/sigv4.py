@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
@@ -65,16 +65,23 @@ class QueryPresigner:
         content_md5: str | None = None,
         now: float | None = None,
         query: Sequence[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> str:
         """The presigned URL of ``method`` on ``key`` (already including any bucket prefix); ``query``:
         the operation's own parameters, in botocore's order (``uploadId``, ``partNumber`` of an
-        UploadPart), signed with the rest."""
+        UploadPart), signed with the rest. ``content_md5`` and ``headers`` (more headers, such as
+        ``x-amz-server-side-encryption``) are signed too: the request must then carry them, as given."""
         moment = time.gmtime(time.time() if now is None else now)
         timestamp = time.strftime("%Y%m%dT%H%M%SZ", moment)
         day = timestamp[:8]
         scope = f"{day}/{self._region}/{self._service}/aws4_request"
         path = f"{self._bucket_path}/{quote(key, safe='/~')}"
-        signed_headers = "content-md5;host" if content_md5 is not None else "host"
+        signed = {name.lower(): value.strip() for name, value in (headers or {}).items()}
+        if content_md5 is not None:
+            signed["content-md5"] = content_md5
+        signed["host"] = self._host
+        names = sorted(signed)
+        signed_headers = ";".join(names)
         params = [(name, _uri_encode(value)) for name, value in query]
         params += [
             ("X-Amz-Algorithm", ALGORITHM),
@@ -88,10 +95,8 @@ class QueryPresigner:
         # signed over the sorted parameters; the URL keeps botocore's order (token last)
         signed_query = "&".join(f"{k}={v}" for k, v in sorted(params))
         url_query = "&".join(f"{k}={v}" for k, v in params)
-        headers = (
-            f"content-md5:{content_md5}\nhost:{self._host}\n" if content_md5 is not None else f"host:{self._host}\n"
-        )
-        canonical = f"{method}\n{path}\n{signed_query}\n{headers}\n{signed_headers}\n{_UNSIGNED}"
+        canonical_headers = "".join(f"{name}:{signed[name]}\n" for name in names)
+        canonical = f"{method}\n{path}\n{signed_query}\n{canonical_headers}\n{signed_headers}\n{_UNSIGNED}"
         to_sign = f"{ALGORITHM}\n{timestamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         signature = hmac.new(
             self._signing_key(credentials.secret_key, day), to_sign.encode(), hashlib.sha256

@@ -3,15 +3,19 @@ reference must be in the store with the size its block records and an ETag the s
 in the smart session that uploaded it (the MD5 bound into its PUT, or for an object uploaded in parts
 the multipart ETag of the MD5s bound into its parts' PUTs, see ``sync.multipart``), or the one the
 store gave an object the server itself stored after hashing its body (a simple-protocol PUT). An
-object with no trusted ETag is read back and hashed. Then head moves by compare-and-swap, or nothing
-changes."""
+object with no trusted ETag, or whose ETag the store makes opaque (S3 with SSE-KMS or SSE-C: the ETag
+is then not the MD5 of the bytes), is confirmed otherwise: by the SHA-256 checksum the store checked
+on arrival when it kept one, else read back and hashed, at most ``readback_limit`` bytes per commit.
+Then head moves by compare-and-swap, or nothing changes."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping, Sequence
 
 from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
 from smart_transfer.model.manifest import CheckpointManifest
+from smart_transfer.model.multihash import SHA2_256
 from smart_transfer.model.walk import walk_chain
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import InvalidHeadDetails, ProtocolError, UploadInvalidDetails
@@ -20,7 +24,7 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.errors import CorruptRepository
 from smart_transfer.repo.layout import object_prefix
 from smart_transfer.storage import ObjectInfo, ObjectNotFound
-from smart_transfer.storage.base import stored_mismatch
+from smart_transfer.storage.base import DEFAULT_READBACK_BYTES, MD5_MISMATCH, stored_mismatch
 from smart_transfer.storage.digest import digest_chunks
 from smart_transfer.sync.attach import check_expected_head, place_push
 from smart_transfer.sync.bundle import check_bundle, invalid_block
@@ -79,11 +83,48 @@ def _small_listing(dataset: DatasetRepository, kind: ObjectKind, count: int) -> 
     return found
 
 
-def _problem(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None) -> str | None:
+class ReadBack:
+    """What one commit may still read back from the store to confirm objects (bytes)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def take(self, size: int) -> bool:
+        """Spend ``size`` bytes of the budget; False (nothing spent) when fewer are left."""
+        if size > self.left:
+            return False
+        self.left -= size
+        return True
+
+
+def _confirm_bytes(dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo, budget: ReadBack) -> str | None:
+    """Confirm the bytes of an object whose ETag cannot: the store's own SHA-256 checksum (checked by the
+    store on arrival) when it kept one, else read back and hashed within the budget."""
+    if info.checksum_sha256 and ref.physical_hash.code == SHA2_256:
+        if info.checksum_sha256 != base64.b64encode(ref.physical_hash.digest).decode():
+            return "the store's SHA-256 checksum of it is not its hash"
+        return None
+    if not budget.take(ref.size):
+        return (
+            f"cannot be confirmed: its ETag is not an MD5 and reading it back passes the {budget.limit}-byte "
+            "read-back limit of one push (--verify-read-limit)"
+        )
+    digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
+    return digest.mismatch(ref.physical_hash, ref.size)
+
+
+def _problem(
+    dataset: DatasetRepository, ref: ObjectRef, info: ObjectInfo | None, etag: str | None, budget: ReadBack
+) -> str | None:
     problem = stored_mismatch(info, ref.size, etag)
-    if problem is None and etag is None:
-        digest = digest_chunks(dataset.store.stream(dataset.object_key(ref)), ref.physical_hash.code)
-        problem = digest.mismatch(ref.physical_hash, ref.size)
+    if problem == MD5_MISMATCH:
+        # a listing does not say how an object is encrypted, its HEAD does (an opaque ETag is compared
+        # with nothing): asked once, and only of an object whose ETag differs
+        info = dataset.store.head(dataset.object_key(ref))
+        problem = stored_mismatch(info, ref.size, etag)
+    if problem is None and info is not None and (etag is None or info.opaque_etag):
+        problem = _confirm_bytes(dataset, ref, info, budget)
     return None if problem is None else f"{ref.label}: {problem}"
 
 
@@ -97,12 +138,17 @@ def upload_invalid(failures: Sequence[str]) -> ProtocolError:
 
 
 def verify_uploads(
-    dataset: DatasetRepository, refs: Sequence[ObjectRef], promised_etags: Mapping[ObjectKey, str]
+    dataset: DatasetRepository,
+    refs: Sequence[ObjectRef],
+    promised_etags: Mapping[ObjectKey, str],
+    readback_limit: int = DEFAULT_READBACK_BYTES,
 ) -> None:
     """Check every object of ``refs`` the repository does not already hold (UploadInvalid if any
     fails). ``promised_etags``: the ETags this commit's uploads promised: the hex MD5 of an object sent
-    in one PUT, the multipart ETag of its parts' MD5s for one sent in parts."""
+    in one PUT, the multipart ETag of its parts' MD5s for one sent in parts. ``readback_limit``: the
+    most bytes read back to confirm objects no ETag or checksum confirms (more fail the commit)."""
     heads = uncommitted_heads(dataset, refs)  # the index decides once what is committed
+    budget = ReadBack(readback_limit)
     failures = []
     for ref in refs:
         key = dataset.object_key(ref)
@@ -110,7 +156,7 @@ def verify_uploads(
             continue  # committed
         info = heads[key]
         etag = promised_etags.get((ref.kind, ref.physical_hash)) or dataset.staged_md5(ref.kind, ref.physical_hash)
-        problem = _problem(dataset, ref, info, etag)
+        problem = _problem(dataset, ref, info, etag, budget)
         if problem is not None:
             failures.append(problem)
     if failures:
@@ -139,11 +185,16 @@ def commit_chain(
 
 
 def commit_uploaded(
-    dataset: DatasetRepository, expected: Multihash | None, new_head: Multihash, force: bool
+    dataset: DatasetRepository,
+    expected: Multihash | None,
+    new_head: Multihash,
+    force: bool,
+    readback_limit: int = DEFAULT_READBACK_BYTES,
 ) -> ChainTip:
     """Move head to ``new_head``, whose blocks and objects were uploaded one by one (the simple
     protocol): walk back from it through the store to the current chain, attach (the force/Seed
-    rule), check the manifests and every object, then the compare-and-swap."""
+    rule), check the manifests and every object (``readback_limit``: see :func:`verify_uploads`),
+    then the compare-and-swap."""
     current = dataset.tip()
     check_expected_head(expected, current.head if current is not None else None, False)
     if current is not None and new_head == current.head:
@@ -166,7 +217,7 @@ def commit_uploaded(
                 UploadInvalidDetails(objects=[f"{ref.label}: missing"], count=1),
             ) from None
     bundle = check_bundle(walk.blocks, manifests, dataset.page_source)  # pages from the store
-    verify_uploads(dataset, bundle.objects(), {})
+    verify_uploads(dataset, bundle.objects(), {}, readback_limit)
     # the walked blocks (uploaded one by one, or in packs) become this commit's pack once every check
     # passed (a refused head move stores nothing): one write, and what head references is stored
     # whatever gc removed since the index cached it

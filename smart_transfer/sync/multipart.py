@@ -35,15 +35,18 @@ class PartsPromise(Struct, frozen=True):
         return multipart_etag(self.md5s)
 
     def holds(self, part: UploadedPart) -> bool:
-        """Whether a part the store holds is the promised one (number, size and MD5)."""
+        """Whether a part the store holds is the promised one (number, size and MD5; the size alone when
+        the store's tag is opaque: its PUT was bound to the promised MD5, and the commit confirms the
+        assembled object's bytes)."""
         if not 1 <= part.number <= len(self.parts):
             return False
         return stored_as_promised(part, self.parts[part.number - 1].length, self.md5s[part.number - 1])
 
-    def held_by(self, store: ObjectStore, key: str, upload_id: str) -> set[int]:
-        """The numbers of the promised parts that upload ``upload_id`` of ``key`` holds in the store;
-        NoSuchUpload when the store has no such upload (any more)."""
-        return {part.number for part in store.list_parts(key, upload_id) if self.holds(part)}
+    def held_by(self, store: ObjectStore, key: str, upload_id: str) -> dict[int, str]:
+        """The promised parts that upload ``upload_id`` of ``key`` holds in the store: number -> the
+        store's ETag of it (what a completion quotes); NoSuchUpload when the store has no such upload
+        (any more)."""
+        return {part.number: part.etag for part in store.list_parts(key, upload_id) if self.holds(part)}
 
 
 def promise_of(item: ObjectFile, threshold: int, part_size: int) -> PartsPromise | None:
@@ -69,7 +72,7 @@ def resume_or_start(store: ObjectStore, key: str, promise: PartsPromise, known: 
     """The upload of ``key`` to continue (``known``, else the one in progress holding the most promised
     parts) or a new one, and the parts it still lacks."""
     candidates = [known] if known is not None else [u.upload_id for u in store.list_multipart(key) if u.key == key]
-    held: dict[str, set[int]] = {}
+    held: dict[str, dict[int, str]] = {}
     for upload_id in candidates:
         with contextlib.suppress(NoSuchUpload):  # aborted or completed meanwhile: not one to continue
             held[upload_id] = promise.held_by(store, key, upload_id)
@@ -93,9 +96,8 @@ def complete(store: ObjectStore, key: str, upload_id: str, promise: PartsPromise
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
         return f"{len(missing)} of {len(promise.parts)} parts not uploaded (parts {shown})"
     try:
-        store.complete_multipart(
-            key, upload_id, [(part.number, md5) for part, md5 in zip(promise.parts, promise.md5s, strict=True)]
-        )
+        # the store's own tags: the MD5s, except where encryption makes them opaque
+        store.complete_multipart(key, upload_id, [(part.number, held[part.number]) for part in promise.parts])
     except MultipartRefused as exc:
         return str(exc)
     return None

@@ -2,7 +2,11 @@
 local S3 (or a peer) that forwards every request unchanged (Host header included, so presigned
 signatures made for the proxy's host:port still verify upstream) and, per rules changed at runtime,
 damages the requests that match one: corrupt bytes, short body, wrong Content-Length, 404/500/503,
-reset mid-body, stall before the headers or during the body, slow drip.
+reset mid-body, stall before the headers or during the body, slow drip. With ``answer_like_aws_kms``
+it also answers as AWS S3 does for objects encrypted with SSE-KMS (which Ceph does not): ETags that are
+not the MD5 of the bytes, ``x-amz-server-side-encryption: aws:kms`` on object answers, and a PUT's
+``x-amz-checksum-sha256`` checked against the body on arrival, kept, and answered to a HEAD that asks
+for it (``x-amz-checksum-mode: ENABLED``).
 
 It runs on its own event loop in a daemon thread of the test process; every wait is bounded (a stall
 lasts at most ``STALL_SECONDS`` or until ``stop``), and ``stop`` closes every connection."""
@@ -10,7 +14,10 @@ lasts at most ``STALL_SECONDS`` or until ``stop``), and ``stop`` closes every co
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import re
 import socket
 import struct
 import threading
@@ -41,6 +48,71 @@ FAULTS = (
 )
 STATUS_REASONS = {"404": "Not Found", "500": "Internal Server Error", "503": "Service Unavailable"}
 S3_CODES = {"404": "NoSuchKey", "500": "InternalError", "503": "SlowDown"}
+#: An ETag inside an XML answer (listings, listed parts, a completion), quoted either way.
+_XML_ETAG = re.compile(rb"<ETag>(&quot;|\")?([0-9a-fA-F]+)(-\d+)?(&quot;|\")?</ETag>")
+_HEADER_ETAG = re.compile(r'"?([0-9a-fA-F]+)(-\d+)?"?')
+
+
+def opaque(etag: str) -> str:
+    """The ETag AWS would show for an SSE-KMS object: as stable as the real one, and not its MD5."""
+    return hashlib.md5(b"kms:" + etag.encode()).hexdigest()
+
+
+class AwsKmsAnswers:
+    """The answers of AWS S3 for SSE-KMS objects, made from the real store's: opaque ETags of objects
+    (HEAD, GET, PUT, listings), the encryption header, and SHA-256 checksums checked, kept per object and
+    answered on request. A multipart upload's listed parts keep the store's tags: the completion that
+    quotes them is a signed body the proxy cannot change (a server configured for SSE-KMS holds listed
+    part tags opaque by its setting, so they confirm sizes only either way)."""
+
+    def __init__(self) -> None:
+        self.checksums: dict[str, str] = {}  # object path -> base64 SHA-256 it arrived with
+
+    def request(self, method: str, path: str, head: Head, body: bytes) -> bytes | None:
+        """The request as the store gets it, or None when AWS would refuse it (a body that is not the
+        checksum it carries)."""
+        claimed = head.get("x-amz-checksum-sha256")
+        computed = base64.b64encode(hashlib.sha256(body).digest()).decode()
+        if method == "PUT" and claimed is not None and claimed != computed:
+            return None
+        return body
+
+    def answer(self, method: str, path: str, asked: Head, answer: Head, body: bytes) -> bytes:
+        """The store's answer as AWS gives it for an encrypted object."""
+        status = int(answer.first.split(" ")[1])
+        key = path.split("?", 1)[0]
+        if status == 200 and method == "PUT" and "uploadId=" not in path:
+            claimed = asked.get("x-amz-checksum-sha256")
+            if claimed is None:
+                self.checksums.pop(key, None)
+            else:
+                self.checksums[key] = claimed
+        if status in (200, 204) and method == "DELETE":
+            self.checksums.pop(key, None)
+        etag = answer.get("ETag")
+        if etag is not None and status in (200, 206):
+            found = _HEADER_ETAG.fullmatch(etag)
+            if found is not None:
+                answer.set("ETag", f'"{opaque(found.group(1))}{found.group(2) or ""}"')
+            answer.set("x-amz-server-side-encryption", "aws:kms")
+        wants_checksum = (asked.get("x-amz-checksum-mode") or "").upper() == "ENABLED"
+        if method == "HEAD" and status == 200 and wants_checksum and key in self.checksums:
+            answer.set("x-amz-checksum-sha256", self.checksums[key])
+        if body and b"<ETag>" in body and not (method == "GET" and "uploadId=" in path):
+
+            def hidden(match: re.Match[bytes]) -> bytes:
+                tag = opaque(match.group(2).decode()) + (match.group(3) or b"").decode()
+                return b"<ETag>&quot;" + tag.encode() + b"&quot;</ETag>"
+
+            body = _XML_ETAG.sub(hidden, body)
+            answer.set("Content-Length", str(len(body)))
+        return body
+
+
+BAD_DIGEST = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadDigest</Code>'
+    b"<Message>The SHA256 you specified did not match the calculated checksum.</Message></Error>"
+)
 
 
 @dataclass
@@ -139,6 +211,7 @@ class Proxy:
         self.loop = asyncio.new_event_loop()
         self.stopping = asyncio.Event()
         self.writers: set[asyncio.StreamWriter] = set()
+        self.kms: AwsKmsAnswers | None = None
         started = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
         self.thread.start()
@@ -164,6 +237,12 @@ class Proxy:
             return
         self.loop.call_soon_threadsafe(self.stopping.set)
         self.thread.join(10)
+
+    def answer_like_aws_kms(self) -> AwsKmsAnswers:
+        """From now on, answer as AWS does for SSE-KMS objects (see :class:`AwsKmsAnswers`)."""
+        with self.lock:
+            self.kms = AwsKmsAnswers()
+            return self.kms
 
     def set_rules(self, *rules: Rule) -> None:
         with self.lock:
@@ -211,7 +290,16 @@ class Proxy:
             return False
         if method == "PUT" and fault is not None:
             return await self._damage_put(fault, head, body, writer)
-        answer, answer_body = await self._forward(head, body)
+        kms = self.kms if fault is None else None
+        sent = body if kms is None else kms.request(method, path, head, body)
+        if sent is None:  # AWS checks a checksum on arrival and keeps nothing
+            refused = Head("HTTP/1.1 400 Bad Request", [("Content-Length", str(len(BAD_DIGEST)))])
+            writer.write(refused.encode() + BAD_DIGEST)
+            await writer.drain()
+            return True
+        answer, answer_body = await self._forward(head, sent)
+        if kms is not None:
+            answer_body = kms.answer(method, path, head, answer, answer_body)
         if fault is None or method == "HEAD":
             writer.write(answer.encode() + answer_body)
             await writer.drain()

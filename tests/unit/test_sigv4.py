@@ -30,6 +30,22 @@ endpoints = st.sampled_from(
 #: session per example read it again each time, most of this module's run time).
 BOTOCORE = botocore.session.get_session()
 md5s = st.none() | st.binary(min_size=16, max_size=16).map(lambda b: __import__("base64").b64encode(b).decode())
+sha256s = st.binary(min_size=32, max_size=32).map(lambda b: __import__("base64").b64encode(b).decode())
+#: The signed headers a PUT may carry beyond its MD5 (server-side encryption, a checksum): botocore's
+#: parameter name, and the HTTP header's.
+SIGNED_EXTRAS = {
+    "ServerSideEncryption": "x-amz-server-side-encryption",
+    "SSEKMSKeyId": "x-amz-server-side-encryption-aws-kms-key-id",
+    "ChecksumSHA256": "x-amz-checksum-sha256",
+}
+extras = st.fixed_dictionaries(
+    {},
+    optional={
+        "ServerSideEncryption": st.sampled_from(["AES256", "aws:kms"]),
+        "SSEKMSKeyId": st.sampled_from(["testkey-1", "alias/datasets", "arn:aws:kms:eu-central-1:1:key/ab-12"]),
+        "ChecksumSHA256": sha256s,
+    },
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -45,6 +61,7 @@ md5s = st.none() | st.binary(min_size=16, max_size=16).map(lambda b: __import__(
     tokens,
     moments,
     md5s,
+    extras,
 )
 def test_urls_are_exactly_botocores(
     endpoint: str,
@@ -58,6 +75,7 @@ def test_urls_are_exactly_botocores(
     token: str | None,
     moment: datetime.datetime,
     md5: str | None,
+    extra: dict[str, str],
 ) -> None:
     client = BOTOCORE.create_client(
         "s3",
@@ -71,6 +89,8 @@ def test_urls_are_exactly_botocores(
     params: dict[str, str] = {"Bucket": bucket, "Key": key}
     if method == "PUT" and md5 is not None:
         params["ContentMD5"] = md5
+    if method == "PUT":
+        params.update(extra)
     with mock.patch("botocore.auth.get_current_datetime", return_value=moment):
         expected = client.generate_presigned_url(
             "put_object" if method == "PUT" else "get_object", Params=params, ExpiresIn=expires
@@ -83,6 +103,7 @@ def test_urls_are_exactly_botocores(
         Credentials(access, secret, token),
         md5 if method == "PUT" else None,
         now=moment.replace(tzinfo=datetime.UTC).timestamp(),
+        headers={SIGNED_EXTRAS[name]: value for name, value in extra.items()} if method == "PUT" else None,
     )
     assert ours == expected
 

@@ -1,6 +1,7 @@
 """A process that read a dataset ends with status 0: the Python snippets of the tutorial and of the how-to
-pages, each run as a user runs it (a fresh interpreter, in the directory the pages assume) again and again
-beside two CPU burners, then again under the schedule that a busy machine makes only by chance.
+pages, and the CLI's reading commands, each run as a user runs it (a fresh process, in the directory the
+pages assume) again and again beside two CPU burners, then again under the schedule that a busy machine
+makes only by chance.
 
 That schedule: a native thread drops its last reference to a Python object after the call that used it
 returned, and asks for the GIL only once the interpreter has begun to shut down. Python 3.11 ends such a
@@ -9,7 +10,8 @@ thread with pthread_exit, which cannot unwind through the C++ destructor it is i
 client's parquet response format does this (pyarrow's scanner drops its fsspec file on a worker thread),
 once in thousands of runs on a loaded machine; ``late_release.c``, preloaded, holds every native thread
 that takes the GIL from a destructor until the interpreter finalizes, so that there it happens every time.
-The snippets the docs show hand no native thread a Python object: no thread is held and every run exits 0.
+The snippets the docs show and the CLI hand no native thread a Python object: no thread is held and every
+run exits 0.
 The parquet-format call is the control: under the shim it aborts, which shows the shim reproduces what a
 busy machine does (if it stops aborting, the dependency fixed it and the docs' warning can go).
 """
@@ -32,12 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ROOT, S3Env, backend_args, run_cli, start_server, summary
+from tests.conftest import CLI, ROOT, S3Env, backend_args, run_cli, start_server, summary
 from tests.docs.blocks import code_blocks
 from tests.faults.bounded import cpu_burners
 
 #: Runs of each snippet beside the burners, and runs of each under the shim (raise them for a soak).
-LOADED_RUNS = int(os.environ.get("SMART_TRANSFER_EXIT_RUNS", "5"))
+LOADED_RUNS = int(os.environ.get("SMART_TRANSFER_EXIT_RUNS", "3"))
 SHIM_RUNS = int(os.environ.get("SMART_TRANSFER_EXIT_SHIM_RUNS", "2"))
 #: Runs of the control under the shim; it must abort in at least one (it did in 20 of 20).
 CONTROL_RUNS = 3
@@ -63,11 +65,13 @@ print(frame.sort_values("offset"))
 
 @dataclass(frozen=True)
 class Snippet:
-    """A page's Python block and the text its output must hold."""
+    """A process to run: a page's Python block (fed to a fresh interpreter, as the tutorial's test does)
+    or a CLI command, and the text its output must hold."""
 
     name: str
     code: str
     expected: tuple[str, ...]
+    argv: tuple[str, ...] = (sys.executable, "-")
 
 
 @dataclass
@@ -88,8 +92,9 @@ def python_blocks(page: Path) -> list[str]:
 
 
 def snippets() -> list[Snippet]:
-    """The tutorial's Python blocks (pandas, then Delta Sharing), the Delta Sharing how-to's block, and
-    the read how-to's ``to_arrow`` (its page's block also pulls and needs Spark, so it is restated)."""
+    """The tutorial's Python blocks (pandas, then Delta Sharing), the Delta Sharing how-to's block, the
+    read how-to's ``to_arrow`` (its page's block also pulls and needs Spark, so it is restated), and the
+    CLI reading the same workspace (``export`` hands pyarrow a Python file: standard output)."""
     pandas_step, sharing_step = python_blocks(ROOT / "docs" / "tutorial.md")
     (how_to_sharing,) = python_blocks(ROOT / "docs" / "how-to" / "delta-sharing.md")
     assert "open_dataset" in pandas_step and "delta_sharing" in sharing_step
@@ -98,7 +103,15 @@ def snippets() -> list[Snippet]:
         Snippet("tutorial: delta_sharing.load_as_pandas", sharing_step, ("linus",)),
         Snippet("how-to: delta_sharing.load_as_pandas", how_to_sharing, ("linus",)),
         Snippet("how-to: open_dataset(...).to_arrow()", HOW_TO_READ, ("linus",)),
+        Snippet("cli: tail", "", ("linus",), command("tail", "orders")),
+        Snippet("cli: export csv to stdout", "", ('"linus"',), command("export", "orders", "-", "--format", "csv")),
+        Snippet("cli: export parquet", "", ('"records":4',), command("export", "orders", "out.parquet", "--json")),
     ]
+
+
+def command(*args: str) -> tuple[str, ...]:
+    """A CLI command on the workspace ``ws-b``."""
+    return (*CLI, *args, "--workspace", "ws-b")
 
 
 @pytest.fixture(scope="module")
@@ -159,14 +172,14 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return library
 
 
-def run_snippet(code: str, directory: Path, preload: Path | None) -> subprocess.CompletedProcess[str]:
-    """``code`` in a fresh interpreter, as the tutorial runs it (fed on standard input), killed past
-    RUN_SECONDS; SIGABRT makes the interpreter print its threads' stacks first."""
+def run_snippet(snippet: Snippet, directory: Path, preload: Path | None) -> subprocess.CompletedProcess[str]:
+    """The snippet's process, killed past RUN_SECONDS; SIGABRT makes the interpreter print its threads'
+    stacks first."""
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", "HOLD_MS": HOLD_MS}
     if preload is not None:
         env["LD_PRELOAD"] = str(preload)
     process = subprocess.Popen(
-        [sys.executable, "-"],
+        snippet.argv,
         cwd=directory,
         env=env,
         stdin=subprocess.PIPE,
@@ -176,11 +189,11 @@ def run_snippet(code: str, directory: Path, preload: Path | None) -> subprocess.
         start_new_session=True,
     )
     try:
-        out, err = process.communicate(code, timeout=RUN_SECONDS)
+        out, err = process.communicate(snippet.code, timeout=RUN_SECONDS)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate(timeout=30)
-        raise AssertionError(f"hung: ran past {RUN_SECONDS} s\n{code}\nstderr: {err[-4000:]}") from None
+        raise AssertionError(f"hung: {snippet.name} ran past {RUN_SECONDS} s\nstderr: {err[-4000:]}") from None
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
@@ -191,7 +204,7 @@ def late_releases(stderr: str) -> int:
 
 def tally(snippet: Snippet, directory: Path, runs: int, preload: Path | None, into: Tally) -> None:
     for _ in range(runs):
-        result = run_snippet(snippet.code, directory, preload)
+        result = run_snippet(snippet, directory, preload)
         into.codes[result.returncode] += 1
         into.late += late_releases(result.stderr) > 0
         missing = [text for text in snippet.expected if text not in result.stdout]

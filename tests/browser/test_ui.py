@@ -168,7 +168,7 @@ def test_a_dataset_page_shows_chain_schema_and_tails_rows(ui_server: UiServer, b
     button.click()
     _no_dialog(browser)
     pandas = browser.find_element(_by("ID"), "sharing-pandas").text
-    assert pandas == 'delta_sharing.load_as_pandas("me.share#smart-transfer.datasets.pub-rich")'
+    assert pandas == 'delta_sharing.load_as_pandas("me.share#smart-transfer.datasets.pub-rich", use_delta_format=True)'
     assert f"--url {url} --read pub-rich" in browser.find_element(_by("ID"), "sharing-profile").text
 
     # the preview's bytes are counted as data bytes through the server

@@ -49,6 +49,8 @@ def test_the_tutorial_runs_green(s3_env: S3Env, tmp_path: Path) -> None:
     script = tmp_path / "tutorial.sh"
     script.write_text(tutorial_script(port, prefix))
     env = {**os.environ, **s3_env.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # a step that dies of a signal prints every thread's Python stack into the transcript first
+    env["PYTHONFAULTHANDLER"] = "1"
     env.pop("SMART_TRANSFER_TOKEN", None)
     transcript = tmp_path / "output.txt"
     with transcript.open("w") as out:

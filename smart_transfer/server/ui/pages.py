@@ -196,9 +196,10 @@ def pull_command(base_url: str, name: str, tokens: bool) -> str:
 
 def sharing_lines(base_url: str, name: str) -> dict[str, str]:
     """How to read the dataset as a Delta Sharing table: the profile a server operator makes (``token
-    profile``) and the pandas line that loads the table with it."""
+    profile``) and the pandas line that loads the table with it, in the delta format (a script that reads
+    the parquet format can abort as it exits: docs/how-to/delta-sharing.md)."""
     table = f"{SHARE}.{SCHEMA}.{table_name(name)}"
     return {
         "profile": f"smart-transfer token profile YOU --tokens TOKENS.json --url {base_url} --read {name} -o me.share",
-        "pandas": f'delta_sharing.load_as_pandas("me.share#{table}")',
+        "pandas": f'delta_sharing.load_as_pandas("me.share#{table}", use_delta_format=True)',
     }

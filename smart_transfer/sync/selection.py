@@ -1,7 +1,8 @@
 """Which objects of a chain a selection wants (``model/selection.py``), and which it leaves out by
-choice: one rule, asked by the pull (what to move), verify and status (absent by choice, never lost) and
-the push (what it cannot send). The metadata is always wanted: data slices for now, every checkpoint's
-manifest and its pages; only checkpoint files are chosen."""
+choice: one rule, asked by the pull (what to move), verify and status (absent by choice, never lost),
+the reads (absent: fetch or say how), the drop of local files and the push (what it cannot send). The
+metadata is always wanted: every checkpoint's manifest and its pages; checkpoint files and data slices
+are chosen."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from collections.abc import Iterable, Mapping
 
 from msgspec import Struct
 
-from smart_transfer.model import Multihash, ObjectKind, ObjectRef
+from smart_transfer.config.values import BadValue, moment
+from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, ObjectRef
+from smart_transfer.model.events import AddData
 from smart_transfer.model.manifest import CheckpointManifest
-from smart_transfer.model.selection import Selection
+from smart_transfer.model.objects import referenced_objects
+from smart_transfer.model.selection import Selection, SliceFacts
 
 
 class ObjectSplit(Struct, frozen=True):
@@ -21,32 +25,78 @@ class ObjectSplit(Struct, frozen=True):
     left_out: list[ObjectRef]
 
 
+def slice_facts(item: NewBlock) -> SliceFacts | None:
+    """What the slice rule looks at of the data slice ``item`` adds (None: it adds none)."""
+    event = item.block.event
+    if not isinstance(event, AddData) or event.new_data is None:
+        return None
+    block = item.block
+    return SliceFacts(block.sequence_number, system_micros(block.system_time), event.new_data.offset_interval.end)
+
+
+def system_micros(text: str) -> int:
+    """A block's system time (validated RFC 3339 when the block was) in microseconds since the epoch,
+    rounded down when finer."""
+    try:
+        stamp = moment(text, "a block's system time")
+    except BadValue:
+        return 0  # validated blocks never get here; a time no range can name sorts first
+    return int(stamp.nanos // 1000)
+
+
 def split_objects(
-    refs: Iterable[ObjectRef],
+    blocks: Iterable[NewBlock],
     manifests: Mapping[Multihash, CheckpointManifest],
     latest: Multihash | None,
     selection: Selection,
+    next_offset: int | None = None,
 ) -> ObjectSplit:
-    """Split ``refs`` (what blocks reference: slices and checkpoint manifests) and the pages and files of
-    each checkpoint whose manifest is in ``manifests``. ``latest``: the manifest hash of the checkpoint a
-    reader restores (its files are always wanted). A file shared by a wanted checkpoint is wanted."""
+    """Split what ``blocks`` reference (slices and checkpoint manifests) and the pages and files of each
+    checkpoint whose manifest is in ``manifests``. ``latest``: the manifest hash of the checkpoint a
+    reader restores (its files are always wanted). ``next_offset``: the offset after the head's last
+    record (default: after the last slice of ``blocks``), what "the last N records" counts back from.
+    An object shared by a wanted slice or checkpoint is wanted."""
+    items = list(blocks)
     wanted: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
-    files: dict[Multihash, ObjectRef] = {}
-    for ref in refs:
-        wanted.setdefault((ref.kind, ref.physical_hash), ref)
+    chosen_out: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
+    facts = [slice_facts(item) for item in items]
+    if next_offset is None:
+        next_offset = max((f.last_offset + 1 for f in facts if f is not None), default=0)
+    for item, fact in zip(items, facts, strict=True):
+        for ref in referenced_objects(item.block):
+            key = (ref.kind, ref.physical_hash)
+            if ref.kind is ObjectKind.DATA and fact is not None and not selection.wants_slice(fact, next_offset):
+                chosen_out.setdefault(key, ref)
+            else:
+                wanted.setdefault(key, ref)
     for ref in list(wanted.values()):
         manifest = manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
-        if manifest is None:
-            continue
-        for page_hash, data in manifest.pages[1:]:  # a paged manifest's pages below its root: metadata
-            page = ObjectRef(ObjectKind.CHECKPOINT, page_hash, len(data))
-            wanted.setdefault((ObjectKind.CHECKPOINT, page_hash), page)
-        chosen = selection.checkpoints == "all" or ref.physical_hash == latest
-        for item in manifest.files:
-            file_ref = ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size)
-            if chosen:
-                wanted.setdefault((ObjectKind.CHECKPOINT, item.physical_hash), file_ref)
-            else:
-                files.setdefault(item.physical_hash, file_ref)
-    left_out = [ref for key, ref in files.items() if (ObjectKind.CHECKPOINT, key) not in wanted]
+        if manifest is not None:
+            chosen = selection.checkpoints == "all" or ref.physical_hash == latest
+            _split_checkpoint(manifest, chosen, wanted, chosen_out)
+    left_out = [ref for key, ref in chosen_out.items() if key not in wanted]
     return ObjectSplit(list(wanted.values()), left_out)
+
+
+def _split_checkpoint(
+    manifest: CheckpointManifest,
+    chosen: bool,
+    wanted: dict[tuple[ObjectKind, Multihash], ObjectRef],
+    chosen_out: dict[tuple[ObjectKind, Multihash], ObjectRef],
+) -> None:
+    """A checkpoint's pages (metadata: always wanted) and files (wanted when ``chosen``)."""
+    for page_hash, data in manifest.pages[1:]:  # a paged manifest's pages below its root
+        wanted.setdefault((ObjectKind.CHECKPOINT, page_hash), ObjectRef(ObjectKind.CHECKPOINT, page_hash, len(data)))
+    for item in manifest.files:
+        key = (ObjectKind.CHECKPOINT, item.physical_hash)
+        ref = ObjectRef(ObjectKind.CHECKPOINT, item.physical_hash, item.size)
+        (wanted if chosen else chosen_out).setdefault(key, ref)
+
+
+def bundle_next_offset(blocks: Iterable[NewBlock], base: ChainTip | None) -> int:
+    """The offset after the last record of the chain that ``blocks`` extend from ``base`` (the head's:
+    what "the last N records" counts back from)."""
+    ends = [facts.last_offset + 1 for facts in map(slice_facts, blocks) if facts is not None]
+    if ends:
+        return max(ends)
+    return base.next_offset if base is not None else 0

@@ -19,7 +19,7 @@ from smart_transfer.client.flows.moving import KeepAlive, Meter, TransferSummary
 from smart_transfer.client.flows.objects import download, download_from
 from smart_transfer.client.transports.base import LocalChain, PullChannel, PullStart
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError, from_protocol
-from smart_transfer.model import ChainTip, ModelError, Multihash, ObjectKind, ObjectRef, committed_refs, objects_of
+from smart_transfer.model import ChainTip, ModelError, Multihash, NewBlock, ObjectKind, ObjectRef, objects_of
 from smart_transfer.model.manifest import CheckpointManifest, pages_wanted
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.model.selection import Selection
@@ -30,7 +30,7 @@ from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach
 from smart_transfer.sync.heads import local_ahead
-from smart_transfer.sync.selection import split_objects
+from smart_transfer.sync.selection import bundle_next_offset, split_objects
 
 
 def _diverged(name: str) -> DivergedError:
@@ -57,18 +57,24 @@ def _attach_pulled(dataset: DatasetRepository, local: LocalChain, start: PullSta
 
 
 def _repairs(
-    dataset: DatasetRepository, base: ChainTip | None, check: bool, selection: Selection, latest: Multihash | None
+    dataset: DatasetRepository,
+    base: ChainTip | None,
+    check: bool,
+    selection: Selection,
+    latest: Multihash | None,
+    next_offset: int,
 ) -> tuple[list[ObjectRef], bool]:
     """Objects the kept part of the local chain references, that ``selection`` wants (``latest``: the
-    checkpoint a reader restores) and that are not (whole) in the workspace (e.g. moved to quarantine by
+    checkpoint a reader restores; ``next_offset``: the new head's, for "the last N records") and that are
+    not (whole) in the workspace (e.g. moved to quarantine by
     verify, or left out by a narrower selection before): the pull fetches them. Looked for only when
     ``check`` (a loss is known, see ``repo.lost``, or the selection widened); a whole chain's objects
     are otherwise present. Also whether that is all: not when a lost manifest or page hides files the
     next pull finds."""
     if base is None or not check:
         return [], True
-    # committed blocks were validated when they were: a light parse finds what they reference
-    refs = committed_refs(data for _, data in dataset.blocks_after(base, None))
+    kept = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.blocks_after(base, None)]
+    refs = objects_of(kept)
     manifests = {}
     lost: dict[Multihash, ObjectRef] = {}
     hidden = False
@@ -82,7 +88,7 @@ def _repairs(
             manifests[ref.physical_hash] = dataset.read_manifest(ref)
         except RepositoryError:
             lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
-    wanted = split_objects(refs, manifests, latest, selection).wanted
+    wanted = split_objects(kept, manifests, latest, selection, next_offset).wanted
     return dataset.objects_missing(wanted) + list(lost.values()), not (hidden or lost)
 
 
@@ -183,7 +189,8 @@ async def _fetch_objects(
     bundle = start.bundle
     # the checkpoint install_latest makes current: its files are moved, older ones' only when selected
     latest = latest_checkpoint(bundle.blocks)
-    refs = split_objects(objects_of(bundle.blocks), bundle.manifests, latest, job.selection).wanted
+    next_offset = bundle_next_offset(bundle.blocks, base)
+    refs = split_objects(bundle.blocks, bundle.manifests, latest, job.selection, next_offset).wanted
     recorded = await asyncio.to_thread(workspace.selections.get, dataset.name)
     # until head moves the old chain is the committed one: record what both chains hold everything of
     await asyncio.to_thread(workspace.selections.set, dataset.name, recorded.narrower(job.selection))
@@ -195,7 +202,9 @@ async def _fetch_objects(
         loss = workspace.lost.seen(dataset.name)
         check = bool(loss) or recorded.narrower(job.selection) != job.selection  # a loss, or a wider selection
         kept_latest = latest or CheckpointSlot(workspace.root, dataset.name).current_hash()
-        repairs, settled = await asyncio.to_thread(_repairs, dataset, base, check, job.selection, kept_latest)
+        repairs, settled = await asyncio.to_thread(
+            _repairs, dataset, base, check, job.selection, kept_latest, next_offset
+        )
         summary.objects_skipped = len(refs) - len(missing)
         summary.objects_repaired = len(repairs)
         known = {(r.kind, r.physical_hash) for r in missing}

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from smart_transfer.checkpoint.slot import latest_checkpoint
-from smart_transfer.model import Multihash, NewBlock, ObjectKind, checkpoint_refs, objects_of
+from smart_transfer.model import Multihash, NewBlock, ObjectKind, checkpoint_refs
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.selection import EVERYTHING
 from smart_transfer.repo import RepositoryError, Workspace
@@ -47,7 +47,7 @@ def absent_by_choice(
     selection = workspace.selections.get(dataset.name)
     if selection == EVERYTHING:
         return set()
-    split = split_objects(objects_of(blocks), manifests, latest_checkpoint(blocks), selection)
+    split = split_objects(blocks, manifests, latest_checkpoint(blocks), selection)
     return {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(split.left_out)}
 
 
@@ -61,7 +61,7 @@ def holdings(workspace: Workspace, name: str) -> Holdings | None:
         return None
     blocks = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)]
     manifests = _readable_manifests(dataset, blocks)
-    split = split_objects(objects_of(blocks), manifests, latest_checkpoint(blocks), selection)
+    split = split_objects(blocks, manifests, latest_checkpoint(blocks), selection, tip.next_offset)
     every = [*split.wanted, *split.left_out]
     missing = {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(every)}
     absent = [ref for ref in split.left_out if (ref.kind, ref.physical_hash) in missing]

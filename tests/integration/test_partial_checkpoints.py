@@ -132,7 +132,7 @@ def test_a_push_from_a_partial_workspace_sends_only_what_is_new_or_commits_nothi
             with pytest.raises(LocalError) as refused:
                 client.push(dataset_name, elsewhere)
             message = str(refused.value)
-            assert "\n" not in message and "pull --all-checkpoints" in message and "nothing was committed" in message
+            assert "\n" not in message and "--all-checkpoints`" in message and "nothing was committed" in message
             assert "checkpoints/" in message
             assert client.status(dataset_name, elsewhere).relation == "remote-missing"  # nothing committed there
         report, _ = verify_local(b, dataset_name)

@@ -93,7 +93,7 @@ def run_status(args: argparse.Namespace) -> int:
         remote = f"head {status.remote_head}, {status.remote_blocks} block(s), {status.remote_records} record(s)"
         print(f"  remote: {status.remote}" + (f" ({remote})" if status.remote_head else ""))
         if status.partial is not None:
-            print(f"  {status.partial.describe()}")
+            print(f"  {status.partial.describe(status.dataset)}")
     return EXIT_REJECTED if status.relation == DIVERGED else 0
 
 

@@ -15,9 +15,9 @@ from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.job import FlowJob
 from smart_transfer.client.flows.moving import KeepAlive, Meter, Prepare, TransferSummary, move_objects
 from smart_transfer.client.flows.objects import upload
-from smart_transfer.client.transports.base import LocalChain, PushStart, UploadTerms
+from smart_transfer.client.transports.base import LocalChain, PushChannel, PushStart, UploadTerms
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError
-from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectRef, checkpoint_refs
+from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import InvalidHeadDetails
@@ -84,16 +84,45 @@ def _hasher(workspace: Workspace, dataset: DatasetRepository, terms: UploadTerms
     return prepare
 
 
-def _cannot_send(name: str, absent: Sequence[ObjectRef]) -> LocalError:
-    """The one line of a push that would have to send objects this workspace does not hold: files of older
-    checkpoints its pulls left out by choice (or lost ones), referenced by blocks the remote lacks."""
-    total = sum(ref.size for ref in absent)
+#: The MD5 an object this workspace does not hold is offered with (base64 of 16 zero bytes): the server
+#: answers SkipUpload for an object it holds committed whatever the digest, and a URL (never used) when it
+#: lacks the object, which is all the push needs to know; a stored but uncommitted copy cannot be vouched
+#: for without the bytes, so it counts as lacking.
+NO_MD5 = "AAAAAAAAAAAAAAAAAAAAAA=="
+
+
+def _cannot_send(name: str, lacking: Sequence[ObjectFile]) -> LocalError:
+    """The one line of a push whose remote lacks objects this workspace does not hold (data slices or
+    older checkpoints' files its pulls left out by choice, or lost ones): nothing was committed."""
+    total = sum(item.size for item in lacking)
+    command = f"smart-transfer pull {name}"
+    if any(item.kind == ObjectKind.CHECKPOINT.value for item in lacking):
+        command += " --all-checkpoints"
     return LocalError(
         ErrorCode.OBJECT_NOT_FOUND,
-        f"{name}: the remote lacks {len(absent)} object(s) ({total} bytes) this workspace does not hold, e.g. "
-        f"{absent[0].label}; nothing was committed: `smart-transfer pull --all-checkpoints {name}` (from a server "
-        "that holds them) fetches them, then push again",
+        f"{name}: the remote lacks {len(lacking)} object(s) ({total} bytes) this workspace does not hold, e.g. "
+        f"{lacking[0].kind}/{lacking[0].physical_hash}; nothing was committed: `{command}` (from a server that "
+        "holds them) fetches them, then push again",
     )
+
+
+async def _check_absent(name: str, channel: PushChannel, absent: Sequence[ObjectRef], terms: UploadTerms) -> None:
+    """Ask the remote about the objects a push offers that this workspace does not hold (the usual
+    negotiation, page by page, before any upload): it must hold every one; else the push ends here."""
+    lacking: list[ObjectFile] = []
+    offers = [_unheld_offer(ref, terms) for ref in absent]
+    for first in range(0, len(offers), max(1, terms.page_limit)):
+        answers = await channel.urls(offers[first : first + max(1, terms.page_limit)])
+        lacking += [item for item, transfer in answers if transfer is not None]
+    if lacking:
+        raise _cannot_send(name, lacking)
+
+
+def _unheld_offer(ref: ObjectRef, terms: UploadTerms) -> ObjectFile:
+    """An object this workspace does not hold, offered with ``NO_MD5`` for it (or for each part)."""
+    if terms.multipart_threshold is None or ref.size <= terms.multipart_threshold:
+        return ObjectFile.of(ref, NO_MD5)
+    return ObjectFile.of(ref, part_md5s=[NO_MD5] * len(layout(ref.size, part_size_for(ref.size, terms.part_size))))
 
 
 async def push(job: FlowJob) -> TransferSummary:
@@ -130,14 +159,17 @@ async def _push_once(job: FlowJob, local: LocalChain, expected: Multihash | None
         if remote_has_more(local.contains, current) and not force:
             raise _pull_first(dataset.name)
         bundle = await _bundle_to_send(dataset, local, start, after, guess)
-        # objects of blocks the remote has are never offered: what is offered and absent, the remote lacks
+        # objects of blocks the remote has are never offered; of those offered, the remote may hold
+        # some this workspace left out by choice: asked first, the push ends before any upload otherwise
         absent = await asyncio.to_thread(dataset.objects_missing, bundle.offered())
-        if absent:
-            raise _cannot_send(dataset.name, absent)
         terms = await channel.send_blocks(bundle)
+        if absent:
+            await _check_absent(dataset.name, channel, absent, terms)
         # hashing and uploads take time (the commit is the server's): keep the session alive meanwhile
         async with KeepAlive(channel, job.settings.keepalive_interval) as beat:
-            files = [ObjectFile.of(ref) for ref in bundle.offered()]  # their MD5s come page by page
+            unheld = {(ref.kind, ref.physical_hash) for ref in absent}  # the remote holds them (checked above)
+            held = [ref for ref in bundle.offered() if (ref.kind, ref.physical_hash) not in unheld]
+            files = [ObjectFile.of(ref) for ref in held]  # their MD5s come page by page
             beat.meter = Meter("push", files, job.tools.progress)
             prepare = _hasher(job.workspace, dataset, terms)
             moved = await move_objects(job, beat, files, terms.page_limit, partial(upload, job), prepare)

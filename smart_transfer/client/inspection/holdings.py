@@ -1,5 +1,6 @@
 """What a workspace holds of a dataset's objects under the selection it recorded (``repo/selection.py``):
-the objects present, and those absent by choice (files of older checkpoints a pull left out), never
+the objects present, and those absent by choice (files of older checkpoints, data slices outside the
+range a pull chose), never
 confused with lost ones (an object the selection wants and the workspace lacks). ``status`` reports it;
 ``verify`` skips what is absent by choice and checks the rest."""
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from smart_transfer.checkpoint.slot import latest_checkpoint
-from smart_transfer.model import Multihash, NewBlock, ObjectKind, checkpoint_refs
+from smart_transfer.model import Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.selection import EVERYTHING
 from smart_transfer.repo import RepositoryError, Workspace
@@ -19,21 +20,34 @@ from smart_transfer.sync.selection import split_objects
 
 @dataclass
 class Holdings:
-    """A partial dataset's objects, in objects and bytes: present, and absent by choice."""
+    """A partial dataset's objects, in objects and bytes: present, and absent by choice (of which data
+    slices; the rest are checkpoints' files)."""
 
     checkpoints: str
     present_objects: int = 0
     present_bytes: int = 0
     absent_objects: int = 0
     absent_bytes: int = 0
+    absent_slices: int = 0
+    absent_slice_bytes: int = 0
 
-    def describe(self) -> str:
-        """The holdings in words (one line)."""
-        return (
-            f"partial: {self.present_objects} object(s), {self.present_bytes} bytes present; "
-            f"{self.absent_objects} object(s), {self.absent_bytes} bytes absent by choice (older checkpoints' "
-            "files; `pull --all-checkpoints` fetches them)"
+    def describe(self, name: str = "DATASET") -> str:
+        """The holdings in words (one line): what is absent and the pull of dataset ``name`` that gets it."""
+        return f"partial: {self.present_objects} object(s), {self.present_bytes} bytes present; " + absent_words(
+            name, self.absent_objects, self.absent_bytes, self.absent_slices
         )
+
+
+def absent_words(name: str, objects: int, size: int, slices: int) -> str:
+    """``objects`` absent by choice (``size`` bytes, ``slices`` of them data slices) in words: what they
+    are and the pull of dataset ``name`` that fetches them (``status`` and ``verify`` say it alike)."""
+    parts = []
+    if slices:
+        parts.append(f"{slices} data slice(s) outside the chosen range")
+    if objects > slices:
+        parts.append(f"{objects - slices} file(s) of older checkpoints")
+    command = f"smart-transfer pull {name}" + (" --all-checkpoints" if objects > slices else "")
+    return f"{objects} object(s), {size} bytes absent by choice ({' and '.join(parts)}; `{command}` fetches them)"
 
 
 def absent_by_choice(
@@ -68,8 +82,19 @@ def holdings(workspace: Workspace, name: str) -> Holdings | None:
     if not absent:
         return None
     present = [ref for ref in every if (ref.kind, ref.physical_hash) not in missing]
+    return _tally(selection.checkpoints, present, absent)
+
+
+def _tally(checkpoints: str, present: Sequence[ObjectRef], absent: Sequence[ObjectRef]) -> Holdings:
+    slices = [ref for ref in absent if ref.kind is ObjectKind.DATA]
     return Holdings(
-        selection.checkpoints, len(present), sum(ref.size for ref in present), len(absent), sum(r.size for r in absent)
+        checkpoints,
+        len(present),
+        sum(ref.size for ref in present),
+        len(absent),
+        sum(ref.size for ref in absent),
+        len(slices),
+        sum(ref.size for ref in slices),
     )
 
 

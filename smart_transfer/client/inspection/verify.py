@@ -10,13 +10,22 @@ import os
 import secrets
 from dataclasses import asdict, dataclass, field
 
-from smart_transfer.client.inspection.holdings import absent_by_choice
+from smart_transfer.client.inspection.holdings import absent_by_choice, absent_words
 from smart_transfer.client.inspection.status import DIVERGED, REMOTE_MISSING, relation_of
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import LocalChain
 from smart_transfer.client.transports.simple import RestClient
-from smart_transfer.model import ModelError, Multihash, NewBlock, ObjectRef, checkpoint_refs, objects_of, validate_chain
+from smart_transfer.model import (
+    ModelError,
+    Multihash,
+    NewBlock,
+    ObjectKind,
+    ObjectRef,
+    checkpoint_refs,
+    objects_of,
+    validate_chain,
+)
 from smart_transfer.model.manifest import CheckpointManifest, decode_manifest
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
@@ -38,6 +47,8 @@ class VerifyReport:
     #: Objects the chain references that the workspace left out by choice (not checked, not problems).
     absent_objects: int = 0
     absent_bytes: int = 0
+    #: Of those, data slices outside the range the workspace chose (the rest: older checkpoints' files).
+    absent_slices: int = 0
     remote: str | None = None
     remote_head: str | None = None
     relation: str | None = None  # same | local-ahead | remote-ahead | diverged | remote-missing
@@ -67,6 +78,7 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
         if (ref.kind, ref.physical_hash) in absent:
             report.absent_objects += 1
             report.absent_bytes += ref.size
+            report.absent_slices += ref.kind is ObjectKind.DATA
             continue
         _check_object(workspace, dataset, ref, report)
     if report.problems and not report.quarantined:  # a quarantine marked already
@@ -185,10 +197,7 @@ def print_report(report: VerifyReport) -> None:
     if report.quarantined:
         print(f"  {len(report.quarantined)} corrupt object(s) moved to quarantine; `pull` fetches them again")
     if report.absent_objects:
-        print(
-            f"  {report.absent_objects} object(s), {report.absent_bytes} bytes absent by choice (older checkpoints' "
-            "files; `pull --all-checkpoints` fetches them)"
-        )
+        print("  " + absent_words(report.dataset, report.absent_objects, report.absent_bytes, report.absent_slices))
     if report.relation is not None:
         relation = RELATIONS[report.relation].format(
             local=report.local_only_blocks, remote=report.remote_only_blocks, common=report.common_block

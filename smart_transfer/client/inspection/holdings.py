@@ -56,13 +56,21 @@ def absent_by_choice(
     blocks: Sequence[NewBlock],
     manifests: Mapping[Multihash, CheckpointManifest],
 ) -> set[tuple[ObjectKind, Multihash]]:
-    """The objects of the chain ``blocks`` that the recorded selection leaves out and the workspace does
-    not hold (``manifests``: those of its checkpoints that could be read)."""
+    """The objects of the chain ``blocks`` that the recorded selection leaves out and the workspace has no
+    file of (``manifests``: those of its checkpoints that could be read)."""
     selection = workspace.selections.get(dataset.name)
     if selection == EVERYTHING:
         return set()
     split = split_objects(blocks, manifests, latest_checkpoint(blocks), selection)
-    return {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(split.left_out)}
+    # a file that is there but short or long is damage, not a choice: verify checks it
+    return {
+        (ref.kind, ref.physical_hash) for ref in dataset.objects_missing(split.left_out) if not _exists(dataset, ref)
+    }
+
+
+def _exists(dataset: DatasetRepository, ref: ObjectRef) -> bool:
+    path = dataset.store.local_path(dataset.object_key(ref))
+    return path is not None and path.exists()
 
 
 def holdings(workspace: Workspace, name: str) -> Holdings | None:

@@ -238,7 +238,10 @@ def flows_page() -> str:
         "tables both the server and the client drive (`smart_transfer/protocol/flows.py`). A message the table",
         "does not allow ends the session with `UnexpectedMessage`; `Error` may be sent by either side in any",
         "phase. A row that keeps the phase (`Progress`) is a keep-alive. The messages themselves are described",
-        "in [The protocols](protocols.md) and, field by field, in the AsyncAPI document.",
+        "in [The protocols](protocols.md) and, field by field, in the AsyncAPI document. A partial pull",
+        "(the latest checkpoint's files, a range of data slices, or none) takes the same transitions: the",
+        "metadata tarball still carries the whole chain, and the client's `DatasetPullObjectsTransferRequest`",
+        "pages name only the objects it wants.",
     ]
     for flow, table in FLOWS.items():
         lines += ["", f"## {flow}", "", *_table_rows(table)]

@@ -200,7 +200,13 @@ def build_document() -> dict[str, Any]:
             "Fabric Smart Transfer Protocol RFC). The server negotiates metadata and hands out short-lived "
             "presigned URLs; object bytes move directly between clients and storage. WebSocket subprotocol: "
             f"'{SUBPROTOCOL}' (the RFC's 'odf/smart-transfer-protocol/v1' is not a valid RFC 6455 token). "
-            "Optional 'Authorization: Bearer <token>' header. JSON messages are text frames tagged by 'type'.",
+            "Optional 'Authorization: Bearer <token>' header. JSON messages are text frames tagged by 'type'. "
+            "A partial pull is the client's choice alone: the metadata tarball always carries the whole chain "
+            "(every block and checkpoint manifest after begin_after), and the client then asks, in "
+            "DatasetPullObjectsTransferRequest pages, for the URLs of only the objects it wants (the latest "
+            "checkpoint's files, the data slices of a range of blocks, a time or the last N records, or none); "
+            "the server neither knows nor records the selection, so a server that predates partial pulls "
+            "serves them unchanged.",
         },
         "defaultContentType": "application/json",
         "servers": {

@@ -193,7 +193,8 @@ class DatasetPullRequest(Message, frozen=True):
 
 
 class DatasetPullResponse(Message, frozen=True):
-    """Server: the pull is possible; this is what it moves. ``head`` is the block it ends at."""
+    """Server: the pull is possible; this is what it moves. ``head`` is the block it ends at. The plan
+    counts every object the new blocks reference: a client that chooses part of them moves less."""
 
     head: HashText
     begin_after: HashText | None
@@ -216,7 +217,9 @@ class DatasetPullMetadataRequest(Message, frozen=True):
 
 
 class DatasetPullObjectsTransferRequest(Message, frozen=True):
-    """Client: give me download URLs for these objects (one page)."""
+    """Client: give me download URLs for these objects (one page). Any objects the chain up to the head
+    references: the client chooses which (a partial pull asks only for those it wants; the chain itself
+    always comes whole in the metadata tarball)."""
 
     object_files: Annotated[list[ObjectFile], Meta(min_length=1)]
 

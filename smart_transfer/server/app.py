@@ -70,6 +70,9 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
         title="smart-transfer",
         version=smart_transfer.__version__,
         summary="Dataset repositories served over the Smart Transfer Protocol and simple REST.",
+        description="A pull reads the whole metadata chain (every block, every checkpoint manifest) and then "
+        "only the objects it chooses: a partial pull (the latest checkpoint's files, the data slices of a "
+        "range, or none) is decided by the client alone, with the same routes and nothing added to them.",
         lifespan=lifespan,
         docs_url=None,  # FastAPI's pages load from a CDN: /docs is served by docs_router, from a packaged copy
         redoc_url=None,

@@ -225,6 +225,10 @@ async def read_object(
     range_header: Annotated[str | None, Header(alias="range")] = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
+    """One object a committed block references. Which objects to read is the client's choice: a partial
+    pull (the latest checkpoint's files only, the data slices of a range of blocks, a time or the last N
+    records, or none) walks the whole chain from `refs/head` and `blocks/{hash}` and reads only the
+    objects it wants; the server keeps no record of it."""
     repo = dataset_of(state, dataset)
     object_type, wanted = object_kind(kind), Multihash.parse(object_hash)
     size: int = await run(committed_size, repo, object_type, wanted)

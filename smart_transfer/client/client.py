@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # loaded by the commands that use them, not by every pull and
     from smart_transfer.client.inspection.status import DatasetStatus
     from smart_transfer.client.inspection.verify import VerifyReport
     from smart_transfer.protocol.rest import DatasetInfo
+    from smart_transfer.reading.absent import FetchAbsent
     from smart_transfer.reading.dataset import LocalDataset
 
 
@@ -119,18 +120,20 @@ class Client:
         announce: str | None = None,
         *,
         all_checkpoints: bool = False,
+        selection: Selection | None = None,
     ) -> TransferSummary:
         """Bring the local dataset up to the remote head. ``url``: the remote dataset's URL, or the name
         of a workspace dataset with a remote (see ``remote_of``). ``announce``: the URL of a ``peer
         serve`` of this workspace, told to the server so other readers fetch objects from it. The pull
         moves every block, every checkpoint's manifest and every data slice, and the files of the latest
         checkpoint only (the one a reader restores); ``all_checkpoints``: the files of every checkpoint
-        of the chain too (what earlier pulls left out included). Raises SmartTransferError (RemoteError,
-        LocalError, DivergedError, InvalidUrl) or TransferFailed; on any failure the local head is
-        unchanged."""
+        of the chain too (what earlier pulls left out included). ``selection``: what to move besides the
+        metadata, whole (see ``model/selection.py``; overrides ``all_checkpoints``). Raises
+        SmartTransferError (RemoteError, LocalError, DivergedError, InvalidUrl) or TransferFailed; on any
+        failure the local head is unchanged."""
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
-        selection = _selection(all_checkpoints)
+        selection = selection if selection is not None else _selection(all_checkpoints)
         summary = await self._run(
             lambda transport: pull_flow(
                 self._job(transport, name, remote, upload=False, force=force, announce=announced, selection=selection)
@@ -138,6 +141,16 @@ class Client:
         )
         self._remember(name, remote)
         return summary
+
+    async def fetch(self, name: str, selection: Selection) -> TransferSummary:
+        """Fetch on demand what ``selection`` wants of workspace dataset ``name`` (e.g. the slices a read
+        found absent by choice: ``AbsentByChoice.wanted``): a pull from its remote with the recorded
+        selection widened by ``selection`` (their union), so the workspace records the wider choice and
+        nothing fetched is ever confused with loss. Like any pull it also brings the remote's new blocks;
+        raises like ``pull``."""
+        with sdk_errors():
+            recorded = await asyncio.to_thread(self.workspace.selections.get, str(DatasetName(name)))
+        return await self.pull(name, selection=recorded.union(selection))
 
     def _job(
         self,
@@ -274,11 +287,13 @@ class Client:
         ):
             yield page
 
-    def dataset(self, name: str) -> LocalDataset:
-        """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""
+    def dataset(self, name: str, *, fetch: FetchAbsent | None = None) -> LocalDataset:
+        """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``; a read
+        of slices absent by choice raises ``AbsentByChoice`` unless ``fetch`` is given: ``SyncClient.dataset
+        (name, fetch=True)`` fetches them; here, catch it and ``await fetch(name, error.wanted)``)."""
         from smart_transfer.reading.dataset import LocalDataset  # the readers (pyarrow) load on use
 
-        return LocalDataset(self.workspace, name)
+        return LocalDataset(self.workspace, name, fetch=fetch)
 
     async def verify(self, name: str, url: str | None = None) -> VerifyReport:
         """Re-check workspace dataset ``name`` (chain rules, every block's and object's hash and size;

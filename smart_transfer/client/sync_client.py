@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 from smart_transfer.client.client import Client, TransferSummary
 from smart_transfer.client.inspection.status import DatasetStatus
 from smart_transfer.client.options import ClientOptions
+from smart_transfer.model.selection import Selection
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 
@@ -46,10 +47,16 @@ class SyncClient:
         announce: str | None = None,
         *,
         all_checkpoints: bool = False,
+        selection: Selection | None = None,
     ) -> TransferSummary:
         """Pull ``url`` into the workspace (see ``Client.pull``; ``Client.follow`` stays in sync)."""
-        pulling = self._client.pull(url, as_name, force, announce, all_checkpoints=all_checkpoints)
+        pulling = self._client.pull(url, as_name, force, announce, all_checkpoints=all_checkpoints, selection=selection)
         return asyncio.run(pulling)
+
+    def fetch(self, name: str, selection: Selection) -> TransferSummary:
+        """Fetch what ``selection`` wants of dataset ``name``, widening the recorded selection (see
+        ``Client.fetch``)."""
+        return asyncio.run(self._client.fetch(name, selection))
 
     def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""
@@ -63,10 +70,13 @@ class SyncClient:
         """The datasets a server lets the token read (see ``Client.list_datasets``)."""
         return asyncio.run(self._client.list_datasets(server_url))
 
-    def dataset(self, name: str) -> LocalDataset:
+    def dataset(self, name: str, *, fetch: bool = False) -> LocalDataset:
         """Dataset ``name`` for reading: ``files()``, ``to_arrow()``, ``to_pandas()``, ``to_spark(spark)``
-        (see ``LocalDataset``); valid while this client is open."""
-        return self._client.dataset(name)
+        (see ``LocalDataset``); valid while this client is open. ``fetch``: a read of slices this partial
+        workspace left out by choice fetches them from the dataset's remote (``fetch``, verified and stored
+        like any pull) instead of raising ``AbsentByChoice``; off by default, so that a read never goes to
+        the network unless asked."""
+        return self._client.dataset(name, fetch=self.fetch if fetch else None)
 
     def close(self) -> None:
         """Close the workspace when this client opened it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from smart_transfer.client.flows.follow import Follower
@@ -24,6 +25,7 @@ from smart_transfer.client.options import DEFAULT_FOLLOW_RECONNECT_ATTEMPTS, PRO
 from smart_transfer.client.remote import PEER_URL, RemoteDataset, RemoteServer, is_url, redact
 from smart_transfer.client.transports.base import Transport
 from smart_transfer.client.transports.smart import SmartTransport
+from smart_transfer.config.values import BadValue
 from smart_transfer.errors import (
     DivergedError,
     FollowUnsupported,
@@ -35,6 +37,7 @@ from smart_transfer.errors import (
 )
 from smart_transfer.model import DatasetName, InvalidDatasetName
 from smart_transfer.model.selection import Selection
+from smart_transfer.model.versions import Range, pull_selection
 from smart_transfer.protocol import check_token
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import BusyDetails
@@ -120,6 +123,10 @@ class Client:
         announce: str | None = None,
         *,
         all_checkpoints: bool = False,
+        state_only: bool = False,
+        blocks: str | Range | None = None,
+        since: str | datetime | None = None,
+        last: int | None = None,
         selection: Selection | None = None,
     ) -> TransferSummary:
         """Bring the local dataset up to the remote head. ``url``: the remote dataset's URL, or the name
@@ -127,13 +134,22 @@ class Client:
         serve`` of this workspace, told to the server so other readers fetch objects from it. The pull
         moves every block, every checkpoint's manifest and every data slice, and the files of the latest
         checkpoint only (the one a reader restores); ``all_checkpoints``: the files of every checkpoint
-        of the chain too (what earlier pulls left out included). ``selection``: what to move besides the
-        metadata, whole (see ``model/selection.py``; overrides ``all_checkpoints``). Raises
-        SmartTransferError (RemoteError, LocalError, DivergedError, InvalidUrl) or TransferFailed; on any
-        failure the local head is unchanged."""
+        of the chain too (what earlier pulls left out included). At most one range of data slices:
+        ``state_only`` (none: the chain and the latest checkpoint, to restore state), ``blocks`` (the
+        slices added by blocks ``"FIRST-LAST"`` or ``(first, last)``, inclusive, either end open),
+        ``since`` (those of blocks whose system time is at or after it: ``"2026-01-31T12:00:00Z"``, UTC
+        unless it names a zone, or an aware datetime) or ``last`` (those holding the last N records; a
+        slice with any of them counts whole); or ``selection``, the same choice as one value (what
+        ``smart_transfer.model.versions.pull_selection`` makes of the command line's words), instead of
+        those keywords. The workspace records the choice: ``status``, ``verify``
+        and a later pull know what is absent by choice; a wider pull moves only the difference. A
+        malformed, future or contradicting choice, or blocks past the remote head, raise LocalError
+        (a usage error) before anything is moved. Raises SmartTransferError (RemoteError,
+        LocalError, DivergedError, InvalidUrl) or TransferFailed; on any failure the local head is
+        unchanged."""
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
-        selection = selection if selection is not None else _selection(all_checkpoints)
+        selection = _selection(selection, all_checkpoints, state_only, blocks, since, last)
         summary = await self._run(
             lambda transport: pull_flow(
                 self._job(transport, name, remote, upload=False, force=force, announce=announced, selection=selection)
@@ -186,17 +202,23 @@ class Client:
         announce: str | None = None,
         reconnect_attempts: int = DEFAULT_FOLLOW_RECONNECT_ATTEMPTS,
         all_checkpoints: bool = False,
+        state_only: bool = False,
+        blocks: str | Range | None = None,
+        since: str | datetime | None = None,
+        last: int | None = None,
+        selection: Selection | None = None,
     ) -> int:
         """Pull, then stay in sync: every time the remote head moves, pull the increment in the same
         session and call ``on_update`` with its summary (the first pull's too), until ``stop`` is set.
         A session that drops is resumed with a normal pull, up to ``reconnect_attempts`` times in a row.
-        Smart protocol only; ``all_checkpoints`` as for ``pull``, for every update. Returns the number of
+        Smart protocol only; ``all_checkpoints``, ``state_only``, ``blocks``, ``since`` and ``last`` as
+        for ``pull``, kept for every update (a follower of the last N records stays bounded). Returns the number of
         updates; raises like ``pull``."""
         if self.protocol != "smart":
             raise FollowUnsupported()
         remote, name = self._target(url, as_name)
         announced = self._announced(announce, name)
-        selection = _selection(all_checkpoints)
+        selection = _selection(selection, all_checkpoints, state_only, blocks, since, last)
 
         def job() -> FlowJob:
             return self._job(
@@ -355,9 +377,26 @@ def _parse_target(url: str, as_name: str | None) -> tuple[RemoteDataset | None, 
         ) from None
 
 
-def _selection(all_checkpoints: bool) -> Selection:
-    """What a pull moves besides the metadata, from the SDK's and the CLI's arguments."""
-    return Selection(checkpoints="all" if all_checkpoints else "latest")
+def _selection(
+    selection: Selection | None,
+    all_checkpoints: bool,
+    state_only: bool,
+    blocks: str | Range | None,
+    since: str | datetime | None,
+    last: int | None,
+) -> Selection:
+    """What a pull moves besides the metadata, from the SDK's arguments (the command line's one rule:
+    ``model/versions.py``); a bad choice is a usage error."""
+    if selection is not None:
+        if all_checkpoints or state_only or (blocks, since, last) != (None, None, None):
+            raise LocalError(ErrorCode.INVALID_REQUEST, "give either selection or the keywords that make one")
+        return selection
+    try:
+        return pull_selection(
+            all_checkpoints=all_checkpoints, state_only=state_only, blocks=blocks, since=since, last=last
+        )
+    except BadValue as exc:
+        raise LocalError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
 def _announced_url(announce: str | None, name: str, protocol: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -11,6 +12,7 @@ from smart_transfer.client.client import Client, TransferSummary
 from smart_transfer.client.inspection.status import DatasetStatus
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.model.selection import Selection
+from smart_transfer.model.versions import Range
 from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 
@@ -47,10 +49,26 @@ class SyncClient:
         announce: str | None = None,
         *,
         all_checkpoints: bool = False,
+        state_only: bool = False,
+        blocks: str | Range | None = None,
+        since: str | datetime | None = None,
+        last: int | None = None,
         selection: Selection | None = None,
     ) -> TransferSummary:
-        """Pull ``url`` into the workspace (see ``Client.pull``; ``Client.follow`` stays in sync)."""
-        pulling = self._client.pull(url, as_name, force, announce, all_checkpoints=all_checkpoints, selection=selection)
+        """Pull ``url`` into the workspace (see ``Client.pull``: what each keyword selects; ``Client.follow``
+        stays in sync)."""
+        pulling = self._client.pull(
+            url,
+            as_name,
+            force,
+            announce,
+            all_checkpoints=all_checkpoints,
+            state_only=state_only,
+            blocks=blocks,
+            since=since,
+            last=last,
+            selection=selection,
+        )
         return asyncio.run(pulling)
 
     def fetch(self, name: str, selection: Selection) -> TransferSummary:

@@ -1,16 +1,22 @@
 """Versions and block references as users write them, read once for every face: a block's sequence number
 or its full hash (``diff``, the web view's block and comparison pages), and a range of sequence numbers or
-offsets (``export --blocks``, ``--offsets``). Text that is none of these, or a number beyond the
-protocol's Long, is a :class:`~smart_transfer.config.values.BadValue`; whether a well-formed one names a
-block of a chain is the repository's question (``repo/compare.py``: ``resolve_version``)."""
+offsets (``export --blocks``, ``--offsets``), and what a pull selects (``pull --blocks``, ``--since``,
+``--last``, ``--state-only``: ``pull_selection``, for the command line and the SDK). Text that is none
+of these, or a number beyond the protocol's Long, is a :class:`~smart_transfer.config.values.BadValue`;
+whether a well-formed one names a block of a chain is the repository's question (``repo/compare.py``:
+``resolve_version``)."""
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from datetime import datetime
 
-from smart_transfer.config.values import LONG_MAX, BadValue, quoted, whole_number
+from smart_transfer.config.values import LONG_MAX, BadValue, moment, quoted, whole_number
 from smart_transfer.model.errors import InvalidMultihash
 from smart_transfer.model.multihash import Multihash
+from smart_transfer.model.selection import CheckpointChoice, Selection, SliceRange
 
 #: An inclusive range; either end None for open.
 Range = tuple[int | None, int | None]
@@ -43,3 +49,75 @@ def number_range(text: str, what: str = "a range") -> Range:
     if first is not None and last is not None and first > last:
         raise BadValue(f"range {quoted(text)} ends before it starts")
     return first, last
+
+
+def pull_selection(
+    *,
+    all_checkpoints: bool = False,
+    state_only: bool = False,
+    blocks: str | Range | None = None,
+    since: str | datetime | None = None,
+    last: str | int | None = None,
+    now_micros: int | None = None,
+) -> Selection:
+    """What a pull moves besides the metadata, as the command line's flags and the SDK's keywords give it:
+    ``all_checkpoints`` (every checkpoint's files, not only the latest's), and at most one of
+    ``state_only`` (no data slices), ``blocks`` (``FIRST-LAST`` as ``number_range`` reads it, or a pair),
+    ``since`` (a moment as ``config.values.moment`` reads it, UTC unless it names a zone, or an aware
+    datetime; not after ``now_micros``, default now) and ``last`` (a number of records, 1 to LONG_MAX).
+    None of them: every slice. BadValue for a malformed or future value, or for two of them at once."""
+    given = [flag for flag, value in _slice_flags(state_only, blocks, since, last) if value]
+    if len(given) > 1:
+        raise BadValue(f"{given[0]} and {given[1]} contradict each other: a pull takes one range of slices")
+    checkpoints: CheckpointChoice = "all" if all_checkpoints else "latest"
+    if state_only:
+        return Selection(checkpoints, ())
+    if blocks is not None:
+        first, last_block = number_range(blocks, "--blocks") if isinstance(blocks, str) else _pair(blocks)
+        return Selection(checkpoints, (SliceRange(first_block=first, last_block=last_block),))
+    if since is not None:
+        return Selection(checkpoints, (SliceRange(since=_since(since, now_micros)),))
+    if last is not None:
+        records = whole_number(last, "--last", 1, LONG_MAX) if isinstance(last, str) else _records(last)
+        return Selection(checkpoints, (SliceRange(records=records),))
+    return Selection(checkpoints)
+
+
+def _slice_flags(state_only: bool, blocks: object, since: object, last: object) -> tuple[tuple[str, bool], ...]:
+    return (
+        ("--state-only", state_only),
+        ("--blocks", blocks is not None),
+        ("--since", since is not None),
+        ("--last", last is not None),
+    )
+
+
+def _pair(blocks: Range) -> Range:
+    """A range given as a pair of sequence numbers (either None for open), checked like ``number_range``."""
+    first, last = blocks
+    for end in (first, last):
+        if end is not None and (isinstance(end, bool) or not isinstance(end, int) or not 0 <= end <= LONG_MAX):
+            raise BadValue(f"--blocks ends must be whole numbers from 0 to {LONG_MAX} or None, not {end!r}")
+    if first is not None and last is not None and first > last:
+        raise BadValue(f"--blocks range {first}-{last} ends before it starts")
+    return first, last
+
+
+def _records(last: int) -> int:
+    if isinstance(last, bool) or not isinstance(last, int) or not 1 <= last <= LONG_MAX:
+        raise BadValue(f"--last must be a whole number from 1 to {LONG_MAX}, not {last!r}")
+    return last
+
+
+def _since(since: str | datetime, now_micros: int | None) -> int:
+    """The first microsecond ``since`` covers (a finer moment rounds up: blocks' times are whole
+    microseconds), refused when it is in the future (no block has that time yet)."""
+    if isinstance(since, datetime):
+        if since.tzinfo is None:
+            raise BadValue("--since: a datetime must name its zone (e.g. tzinfo=timezone.utc)")
+        since = since.isoformat()
+    micros = math.ceil(moment(since, "--since").nanos / 1000)
+    now = now_micros if now_micros is not None else time.time_ns() // 1000
+    if micros > now:
+        raise BadValue(f"--since {quoted(since)} is in the future: no block has that system time yet")
+    return micros

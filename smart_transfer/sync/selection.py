@@ -15,7 +15,7 @@ from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, Obje
 from smart_transfer.model.events import AddData
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.objects import referenced_objects
-from smart_transfer.model.selection import Selection, SliceFacts
+from smart_transfer.model.selection import Selection, SliceFacts, SliceRange
 
 
 class ObjectSplit(Struct, frozen=True):
@@ -59,6 +59,25 @@ def split_objects(
     items = list(blocks)
     wanted: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
     chosen_out: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
+    _split_slices(items, selection, next_offset, wanted, chosen_out)
+    for ref in list(wanted.values()):
+        manifest = manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
+        if manifest is not None:
+            chosen = selection.checkpoints == "all" or ref.physical_hash == latest
+            _split_checkpoint(manifest, chosen, wanted, chosen_out)
+    left_out = [ref for key, ref in chosen_out.items() if key not in wanted]
+    return ObjectSplit(list(wanted.values()), left_out)
+
+
+def _split_slices(
+    items: list[NewBlock],
+    selection: Selection,
+    next_offset: int | None,
+    wanted: dict[tuple[ObjectKind, Multihash], ObjectRef],
+    chosen_out: dict[tuple[ObjectKind, Multihash], ObjectRef],
+) -> None:
+    """What the blocks reference: their data slices, wanted when ``selection`` wants them, and the rest
+    (checkpoint manifests: metadata, always wanted)."""
     facts = [slice_facts(item) for item in items]
     if next_offset is None:
         next_offset = max((f.last_offset + 1 for f in facts if f is not None), default=0)
@@ -69,13 +88,6 @@ def split_objects(
                 chosen_out.setdefault(key, ref)
             else:
                 wanted.setdefault(key, ref)
-    for ref in list(wanted.values()):
-        manifest = manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
-        if manifest is not None:
-            chosen = selection.checkpoints == "all" or ref.physical_hash == latest
-            _split_checkpoint(manifest, chosen, wanted, chosen_out)
-    left_out = [ref for key, ref in chosen_out.items() if key not in wanted]
-    return ObjectSplit(list(wanted.values()), left_out)
 
 
 def _split_checkpoint(
@@ -100,3 +112,20 @@ def bundle_next_offset(blocks: Iterable[NewBlock], base: ChainTip | None) -> int
     if ends:
         return max(ends)
     return base.next_offset if base is not None else 0
+
+
+def range_past_head(selection: Selection, head_sequence: int | None) -> str | None:
+    """Why ``selection`` names blocks the chain (head at ``head_sequence``; None: an empty chain) does not
+    have (a range by blocks that ends, or starts, past the head), or None: a pull refuses such a range
+    once the server sent the chain, before it moves or records anything."""
+    for part in selection.slices or ():
+        end = part.last_block if part.last_block is not None else part.first_block
+        if end is not None and (head_sequence is None or end > head_sequence):
+            head = "an empty chain" if head_sequence is None else f"the head is block {head_sequence}"
+            return f"blocks {_written(part)} reach past the head ({head}); pull a range up to it"
+    return None
+
+
+def _written(part: SliceRange) -> str:
+    first = "" if part.first_block is None else str(part.first_block)
+    return f"{first}-{'' if part.last_block is None else part.last_block}"

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from smart_transfer.client.client import Client
     from smart_transfer.client.flows.job import ProgressCallback
     from smart_transfer.client.flows.moving import TransferSummary
+    from smart_transfer.model.selection import Selection
     from smart_transfer.repo import Workspace
     from smart_transfer.repo.repository import NewWorkspace
 
@@ -75,6 +76,7 @@ def _checked_options(args: argparse.Namespace) -> ClientOptions:
                 "--follow needs the smart protocol (one WebSocket session); drop --protocol simple", EXIT_USAGE
             )
         Client.check_pull(args.url, args.as_name, args.announce, options.protocol)
+        args.selection = _pull_selection(args)
     else:
         DatasetName(args.dataset)
         if args.url is not None:
@@ -82,6 +84,19 @@ def _checked_options(args: argparse.Namespace) -> ClientOptions:
 
             RemoteDataset.parse(args.url)
     return options
+
+
+def _pull_selection(args: argparse.Namespace) -> Selection:
+    """The flags' choice of objects (the one rule, ``model/versions.py``: exit 2 when bad)."""
+    from smart_transfer.model.versions import pull_selection
+
+    return pull_selection(
+        all_checkpoints=args.all_checkpoints,
+        state_only=args.state_only,
+        blocks=args.blocks,
+        since=args.since,
+        last=args.last,
+    )
 
 
 def _client(
@@ -141,7 +156,7 @@ def _transfer(args: argparse.Namespace, options: ClientOptions) -> int:
                     as_name=args.as_name,
                     force=args.force,
                     announce=args.announce,
-                    all_checkpoints=args.all_checkpoints,
+                    selection=args.selection,
                 )
                 summary = run(pulling)
             else:
@@ -180,7 +195,7 @@ def run_follow(args: argparse.Namespace, options: ClientOptions) -> int:
             as_name=args.as_name,
             force=args.force,
             announce=args.announce,
-            all_checkpoints=args.all_checkpoints,
+            selection=args.selection,
         )
         return await pulling
 
@@ -235,7 +250,9 @@ def _register_pull(commands: Commands) -> None:
         "its remote (see `remote`). By default a pull moves every block, every checkpoint's manifest and every data "
         "slice, but only the files of the latest checkpoint, the one a reader restores state from: older "
         "checkpoints' files are absent by choice (`status` and `verify` say so) until `--all-checkpoints` asks "
-        "for them.",
+        "for them. `--state-only`, `--blocks`, `--since` or `--last` move only part of the data slices (the chain "
+        "stays whole and verified); the workspace remembers the choice, and a wider pull later moves only "
+        "the difference. `--follow` keeps the choice for every update.",
     )
     pull.add_argument(
         "url",
@@ -263,11 +280,43 @@ def _register_pull(commands: Commands) -> None:
         "(default: only the latest checkpoint's files; older checkpoints' blocks and manifests are always pulled "
         "and verified, but nothing restores from them, so their files would cost bytes nobody reads)",
     )
+    _add_range_options(pull.add_argument_group("part of the data (at most one; default: every data slice)"))
     pull.add_argument(
         "--no-peers", action="store_true", help="never fetch objects from peers the server lists; storage only"
     )
     _add_transfer_options(pull, "replace the local history when it diverged from the remote one (same Seed only)")
     pull.set_defaults(handler=run_transfer)
+
+
+def _add_range_options(group: argparse._ArgumentGroup) -> None:
+    """``pull``'s choice of data slices; every one by default, because a reader of the data needs them
+    all and a pull then moves only what the workspace lacks."""
+    group.add_argument(
+        "--state-only",
+        action="store_true",
+        help="move no data slices: the whole chain and the latest checkpoint's files only, to restore state "
+        "(then `ingest` continues from it and `push` works); a later plain pull brings the data",
+    )
+    group.add_argument(
+        "--blocks",
+        metavar="FIRST-LAST",
+        default=None,
+        help="only the slices added by these blocks (sequence numbers, inclusive, either end may be left out, "
+        "as `export --blocks` takes them; past the remote head: refused)",
+    )
+    group.add_argument(
+        "--since",
+        metavar="TIME",
+        default=None,
+        help="only the slices added by blocks whose system time is at or after TIME (e.g. 2026-01-31 or "
+        "2026-01-31T12:00:00Z; UTC unless it names a zone; not in the future)",
+    )
+    group.add_argument(
+        "--last",
+        metavar="N",
+        default=None,
+        help="only the slices holding the last N records (1 or more; a slice with any of them moves whole)",
+    )
 
 
 def register(commands: Commands) -> None:

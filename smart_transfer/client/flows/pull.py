@@ -30,7 +30,7 @@ from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach
 from smart_transfer.sync.heads import local_ahead
-from smart_transfer.sync.selection import bundle_next_offset, split_objects
+from smart_transfer.sync.selection import bundle_next_offset, range_past_head, split_objects
 
 
 def _diverged(name: str) -> DivergedError:
@@ -176,6 +176,17 @@ async def _pull_increment(job: FlowJob, channel: PullChannel) -> tuple[TransferS
     return summary, True
 
 
+def _check_range(job: FlowJob, blocks: list[NewBlock]) -> None:
+    """Refuse a range by blocks that reaches past the remote head (known only now that the chain came),
+    before anything is moved or recorded."""
+    if not job.selection.slices:
+        return
+    tip = blocks[-1].block if blocks else job.dataset.tip()  # no blocks came: the local head is the remote's
+    reason = range_past_head(job.selection, tip.sequence_number if tip is not None else None)
+    if reason is not None:
+        raise LocalError(ErrorCode.INVALID_REQUEST, f"{job.dataset.name}: {reason}")
+
+
 def _local_ahead(summary: TransferSummary) -> TransferSummary:
     summary.up_to_date = summary.local_ahead = True
     summary.note = "the local dataset is ahead of the remote; nothing to pull (push it instead)"
@@ -189,6 +200,7 @@ async def _fetch_objects(
     bundle = start.bundle
     # the checkpoint install_latest makes current: its files are moved, older ones' only when selected
     latest = latest_checkpoint(bundle.blocks)
+    _check_range(job, bundle.blocks)
     next_offset = bundle_next_offset(bundle.blocks, base)
     refs = split_objects(bundle.blocks, bundle.manifests, latest, job.selection, next_offset).wanted
     recorded = await asyncio.to_thread(workspace.selections.get, dataset.name)

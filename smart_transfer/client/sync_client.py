@@ -17,6 +17,7 @@ from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 
 if TYPE_CHECKING:
+    from smart_transfer.client.flows.drop import DropReport
     from smart_transfer.reading.dataset import LocalDataset
 
 
@@ -75,6 +76,10 @@ class SyncClient:
         """Fetch what ``selection`` wants of dataset ``name``, widening the recorded selection (see
         ``Client.fetch``)."""
         return asyncio.run(self._client.fetch(name, selection))
+
+    def drop(self, name: str, **choice: Any) -> DropReport:
+        """Delete local object files dataset ``name`` no longer keeps (see ``Client.drop``: the keywords)."""
+        return asyncio.run(self._client.drop(name, **choice))
 
     def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""

@@ -31,8 +31,8 @@ class Holdings:
         """The holdings in words (one line)."""
         return (
             f"partial: {self.present_objects} object(s), {self.present_bytes} bytes present; "
-            f"{self.absent_objects} object(s), {self.absent_bytes} bytes absent by choice (older checkpoints' "
-            "files; `pull --all-checkpoints` fetches them)"
+            f"{self.absent_objects} object(s), {self.absent_bytes} bytes absent by choice (a partial pull "
+            "or a drop; a wider `pull`, or `pull --all-checkpoints` for older checkpoints' files, fetches them)"
         )
 
 

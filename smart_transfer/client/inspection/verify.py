@@ -186,8 +186,8 @@ def print_report(report: VerifyReport) -> None:
         print(f"  {len(report.quarantined)} corrupt object(s) moved to quarantine; `pull` fetches them again")
     if report.absent_objects:
         print(
-            f"  {report.absent_objects} object(s), {report.absent_bytes} bytes absent by choice (older checkpoints' "
-            "files; `pull --all-checkpoints` fetches them)"
+            f"  {report.absent_objects} object(s), {report.absent_bytes} bytes absent by choice (a partial pull "
+            "or a drop; a wider `pull`, or `pull --all-checkpoints` for older checkpoints' files, fetches them)"
         )
     if report.relation is not None:
         relation = RELATIONS[report.relation].format(

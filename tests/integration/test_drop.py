@@ -10,12 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from smart_transfer.checkpoint.slot import CheckpointSlot
 from smart_transfer.client import SyncClient, open_dataset
 from smart_transfer.client.inspection.holdings import holdings
 from smart_transfer.model.selection import Selection, SliceRange
 from smart_transfer.repo import Workspace
+from smart_transfer.storage import StorageUnavailable
+from smart_transfer.storage.local import LocalStore
 from tests.conftest import ServerProcess, run_cli, summary
 from tests.integration.test_follow import Follower
 from tests.integration.test_partial_checkpoints import _files, _pushed
@@ -91,6 +94,30 @@ def test_a_drop_keeps_a_range_verify_stays_clean_and_a_wider_pull_fetches_again(
 def _newest_size(workspace: Path, name: str) -> int:
     with open_dataset(workspace, name) as dataset:
         return dataset.slices()[-1].data.size
+
+
+def test_a_drop_stopped_midway_leaves_verify_clean_and_a_rerun_finishes(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, b, _ = _pulled(smart_server, dataset_name, tmp_path)
+    deleted: list[str] = []
+    delete = LocalStore.delete
+
+    def fails_after_one(store: LocalStore, key: str) -> None:
+        if deleted:
+            raise StorageUnavailable("the disk went away")
+        deleted.append(key)
+        delete(store, key)
+
+    monkeypatch.setattr(LocalStore, "delete", fails_after_one)
+    with SyncClient(b) as client, pytest.raises(StorageUnavailable):
+        client.drop(dataset_name, last=100)
+    monkeypatch.undo()
+    # the narrower choice was recorded before the first file went: the gone one is absent by choice
+    assert _slices_missing(b, dataset_name) == 1
+    assert _verified(b, dataset_name) == 1
+    assert summary(run_cli("drop", dataset_name, "--last", "100", "--json", workspace=b))["objects"] == 3
+    assert _verified(b, dataset_name) == 4
 
 
 def test_a_drop_never_deletes_what_a_later_push_needs(

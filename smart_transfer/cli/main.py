@@ -45,6 +45,7 @@ COMMAND_MODULES = {
     "pull": "transfer",
     "push": "transfer",
     "verify": "transfer",
+    "drop": "drop",
     "peer": "peer",
     "remote": "remotes",
     "status": "remotes",

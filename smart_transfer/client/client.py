@@ -57,9 +57,11 @@ Operation = Callable[[Transport], Awaitable[TransferSummary]]
 R = TypeVar("R")
 
 if TYPE_CHECKING:  # loaded by the commands that use them, not by every pull and push
+    from smart_transfer.client.flows.drop import DropReport
     from smart_transfer.client.inspection.status import DatasetStatus
     from smart_transfer.client.inspection.verify import VerifyReport
     from smart_transfer.protocol.rest import DatasetInfo
+    from smart_transfer.reading.absent import FetchAbsent
     from smart_transfer.reading.dataset import LocalDataset
 
 
@@ -156,6 +158,43 @@ class Client:
         )
         self._remember(name, remote)
         return summary
+
+    async def fetch(self, name: str, selection: Selection) -> TransferSummary:
+        """Fetch on demand what ``selection`` wants of workspace dataset ``name`` (e.g. the slices a read
+        found absent by choice: ``AbsentByChoice.wanted``): a pull from its remote with the recorded
+        selection widened by ``selection`` (their union), so the workspace records the wider choice and
+        nothing fetched is ever confused with loss. Like any pull it also brings the remote's new blocks;
+        raises like ``pull``."""
+        with sdk_errors():
+            recorded = await asyncio.to_thread(self.workspace.selections.get, str(DatasetName(name)))
+        return await self.pull(name, selection=recorded.union(selection))
+
+    async def drop(
+        self,
+        name: str,
+        *,
+        older_checkpoints: bool = False,
+        state_only: bool = False,
+        blocks: str | Range | None = None,
+        since: str | datetime | None = None,
+        last: int | None = None,
+        dry_run: bool = False,
+    ) -> DropReport:
+        """Delete local object files of workspace dataset ``name`` that it no longer keeps, recording the
+        narrower choice first: the data slices outside one range (``state_only``, ``blocks``, ``since``,
+        ``last``, as ``pull`` takes them; replacing the recorded range) and, with ``older_checkpoints``, the
+        files of every checkpoint but the latest. Never the server's, never what a later push needs unless
+        the server holds it (the objects of blocks after the remote head stay). ``dry_run``: only report.
+        Raises LocalError (a usage error, nothing changed) for a bad or widening choice, a dataset with no
+        remote, or a workspace open read-only."""
+        from smart_transfer.client.flows.drop import drop, drop_selection  # loads with the command that drops
+
+        with sdk_errors():
+            recorded = await asyncio.to_thread(self.workspace.selections.get, str(DatasetName(name)))
+        selection = drop_selection(
+            recorded, older_checkpoints=older_checkpoints, state_only=state_only, blocks=blocks, since=since, last=last
+        )
+        return await asyncio.to_thread(drop, self.workspace, name, selection, dry_run=dry_run)
 
     def _job(
         self,
@@ -298,11 +337,13 @@ class Client:
         ):
             yield page
 
-    def dataset(self, name: str) -> LocalDataset:
-        """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``)."""
+    def dataset(self, name: str, *, fetch: FetchAbsent | None = None) -> LocalDataset:
+        """Workspace dataset ``name`` for reading, pinned at its current head (see ``LocalDataset``; a read
+        of slices absent by choice raises ``AbsentByChoice`` unless ``fetch`` is given: ``SyncClient.dataset
+        (name, fetch=True)`` fetches them; here, catch it and ``await fetch(name, error.wanted)``)."""
         from smart_transfer.reading.dataset import LocalDataset  # the readers (pyarrow) load on use
 
-        return LocalDataset(self.workspace, name)
+        return LocalDataset(self.workspace, name, fetch=fetch)
 
     async def verify(self, name: str, url: str | None = None) -> VerifyReport:
         """Re-check workspace dataset ``name`` (chain rules, every block's and object's hash and size;

@@ -17,6 +17,7 @@ from smart_transfer.protocol.rest import DatasetInfo
 from smart_transfer.repo import Workspace
 
 if TYPE_CHECKING:
+    from smart_transfer.client.flows.drop import DropReport
     from smart_transfer.reading.dataset import LocalDataset
 
 
@@ -71,6 +72,15 @@ class SyncClient:
         )
         return asyncio.run(pulling)
 
+    def fetch(self, name: str, selection: Selection) -> TransferSummary:
+        """Fetch what ``selection`` wants of dataset ``name``, widening the recorded selection (see
+        ``Client.fetch``)."""
+        return asyncio.run(self._client.fetch(name, selection))
+
+    def drop(self, name: str, **choice: Any) -> DropReport:
+        """Delete local object files dataset ``name`` no longer keeps (see ``Client.drop``: the keywords)."""
+        return asyncio.run(self._client.drop(name, **choice))
+
     def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""
         return asyncio.run(self._client.push(name, url, force=force))
@@ -83,10 +93,13 @@ class SyncClient:
         """The datasets a server lets the token read (see ``Client.list_datasets``)."""
         return asyncio.run(self._client.list_datasets(server_url))
 
-    def dataset(self, name: str) -> LocalDataset:
+    def dataset(self, name: str, *, fetch: bool = False) -> LocalDataset:
         """Dataset ``name`` for reading: ``files()``, ``to_arrow()``, ``to_pandas()``, ``to_spark(spark)``
-        (see ``LocalDataset``); valid while this client is open."""
-        return self._client.dataset(name)
+        (see ``LocalDataset``); valid while this client is open. ``fetch``: a read of slices this partial
+        workspace left out by choice fetches them from the dataset's remote (``fetch``, verified and stored
+        like any pull) instead of raising ``AbsentByChoice``; off by default, so that a read never goes to
+        the network unless asked."""
+        return self._client.dataset(name, fetch=self.fetch if fetch else None)
 
     def close(self) -> None:
         """Close the workspace when this client opened it."""

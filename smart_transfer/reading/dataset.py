@@ -13,7 +13,7 @@ as one table with the columns and types unified (missing columns are null)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -23,9 +23,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from smart_transfer.errors import LocalError, sdk_errors
+from smart_transfer.model import Multihash
 from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.model.versions import Range
 from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.reading.absent import AbsentByChoice, FetchAbsent, absent_runs, slices_left_out
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
 from smart_transfer.repo.slices import ChainSlices, SliceEntry
@@ -62,11 +64,19 @@ class LocalDataset:
     ``SyncClient.dataset(name)``, ``Client.dataset(name)`` or ``open_dataset(workspace_dir, name)``.
 
     ``offsets=(first, last)`` selects records by offset, ``blocks=(first, last)`` the slices added by
-    those blocks (sequence numbers); both inclusive, either end None for open. Raises LocalError."""
+    those blocks (sequence numbers); both inclusive, either end None for open. Raises LocalError.
 
-    def __init__(self, workspace: Workspace, name: str, *, owns_workspace: bool = False) -> None:
+    In a partial workspace (a pull of a range, or a drop) a read of slices absent by choice raises
+    ``AbsentByChoice`` (naming them and the pull that gets them) unless ``fetch`` is given: then it calls
+    ``fetch(name, selection)`` once to pull them (verified and stored like any pull) and reads on. None
+    by default: a read never goes to the network unless asked."""
+
+    def __init__(
+        self, workspace: Workspace, name: str, *, owns_workspace: bool = False, fetch: FetchAbsent | None = None
+    ) -> None:
         self.workspace = workspace
         self._owns_workspace = owns_workspace
+        self._fetch = fetch
         with sdk_errors():
             dataset = workspace.dataset(name)
             self._chain = ChainSlices(dataset, dataset.require_tip())
@@ -106,7 +116,39 @@ class LocalDataset:
 
     def files(self, *, offsets: Range | None = None, blocks: Range | None = None) -> list[Path]:
         """The Parquet files of the selected slices, in chain order, each checked present and whole."""
-        return [self.path_of(entry) for entry in self.slices(offsets=offsets, blocks=blocks)]
+        entries = self.slices(offsets=offsets, blocks=blocks)
+        self.require(entries)
+        return [self.path_of(entry) for entry in entries]
+
+    def require(self, entries: Sequence[SliceEntry]) -> None:
+        """Make sure no slice of ``entries`` is absent by choice: fetch those that are (when this handle
+        was given ``fetch``), else AbsentByChoice naming them. A lost slice is left to ``path_of`` to name
+        (a pull repairs it, a fetch of a range does not call it absent)."""
+        absent = self._absent(entries)
+        if not absent:
+            return
+        error = AbsentByChoice(self.name, absent_runs(entries, absent))
+        if self._fetch is None:
+            raise error
+        self._fetch(self.name, error.wanted)
+        still = self._absent(entries)
+        if still:
+            runs = ", ".join(run.describe() for run in absent_runs(entries, still))
+            raise LocalError(ErrorCode.OBJECT_NOT_FOUND, f"{self.name}: {runs} still absent after fetching them")
+
+    def _absent(self, entries: Sequence[SliceEntry]) -> set[Multihash]:
+        """The slices of ``entries`` absent by choice (the recorded selection is read only when one is
+        missing: a whole workspace pays a stat per slice)."""
+        missing = self._chain.dataset.objects_missing(entry.ref for entry in entries)
+        if not missing:
+            return set()
+        quarantined = {ref.physical_hash for ref in missing if self._quarantined(ref.physical_hash)}
+        with sdk_errors():
+            left_out = slices_left_out(self.workspace, self._chain.dataset, self._chain.tip)
+        return {ref.physical_hash for ref in missing if ref.physical_hash in left_out} - quarantined
+
+    def _quarantined(self, physical_hash: Multihash) -> bool:
+        return any(self.workspace.quarantine.glob(f"{physical_hash}-*"))
 
     def path_of(self, entry: SliceEntry) -> Path:
         """Where a slice's file is; LocalError when it is missing, truncated or quarantined."""
@@ -118,7 +160,7 @@ class LocalDataset:
         if size == entry.data.size:
             return path
         marked = self.workspace.lost.mark_quietly(self.name)  # the pull it asks for looks for what is lost
-        if any(self.workspace.quarantine.glob(f"{entry.data.physical_hash}-*")):
+        if self._quarantined(entry.data.physical_hash):
             why = "was moved to quarantine by verify (it was corrupt)"
         else:
             why = "is missing from the workspace" if size is None else f"has {size} bytes instead of {entry.data.size}"
@@ -133,6 +175,7 @@ class LocalDataset:
     def schema(self, selection: Selection) -> pa.Schema:
         """One schema for the selected slices (read from their footers only): theirs when they agree,
         else the columns of all with types widened."""
+        self.require(selection.entries)
         schemas = [self._parquet(entry, pq.read_schema) for entry in selection.entries]
         try:
             return combined_schema(schemas)
@@ -178,6 +221,7 @@ class LocalDataset:
         ``file://`` URIs: on a cluster, keep the workspace on a filesystem every executor mounts).
         Rows are in no particular order; ``orderBy("offset")`` restores the dataset's order."""
         selection = self.select(offsets=offsets, blocks=blocks)
+        self.require(selection.entries)
         paths = [self.path_of(entry).as_uri() for entry in selection.entries]
         if not paths:
             # pyspark (an optional extra) loads only for Spark reads
@@ -219,14 +263,16 @@ class LocalDataset:
         self.close()
 
 
-def open_dataset(workspace: Path | str | None, name: str) -> LocalDataset:
+def open_dataset(workspace: Path | str | None, name: str, *, fetch: FetchAbsent | None = None) -> LocalDataset:
     """Open dataset ``name`` of the workspace at ``workspace`` (None: the default one) for reading.
     The workspace's index is opened read-only, so this works while a pull or an ingest runs; close
-    the handle (or use ``with``) when done."""
+    the handle (or use ``with``) when done. ``fetch``: how to fetch slices absent by choice on demand
+    (e.g. a ``SyncClient``'s ``fetch``; see ``LocalDataset``); None, the default: such a read raises
+    ``AbsentByChoice``."""
     with sdk_errors():
         opened = Workspace.open_existing(Path(workspace) if workspace else Workspace.default_root(), read_only=True)
     try:
-        return LocalDataset(opened, name, owns_workspace=True)
+        return LocalDataset(opened, name, owns_workspace=True, fetch=fetch)
     except BaseException:
         opened.close()
         raise

@@ -107,9 +107,12 @@ ALL = None  # the literal's value is not pinned down: every row matches
 
 def _float32(value: float) -> float | None:
     try:
-        return float(struct.unpack("f", struct.pack("f", value))[0])
+        narrow = float(struct.unpack("f", struct.pack("f", value))[0])
     except OverflowError:
         return None
+    if not math.isfinite(narrow):  # past the largest float32 yet rounded to infinity, not refused
+        return None
+    return narrow
 
 
 def _numbers(text: str, column: str, value_type: str | None) -> list[Any] | None:

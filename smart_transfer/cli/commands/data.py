@@ -15,6 +15,7 @@ from smart_transfer.cli.commands.common import (
     existing_workspace,
     print_json,
 )
+from smart_transfer.cli.commands.fetching import add_fetch_options, fetcher
 from smart_transfer.cli.declared import add_bounded
 
 if TYPE_CHECKING:
@@ -64,8 +65,9 @@ def run_tail(args: argparse.Namespace) -> int:
     from smart_transfer.reading.dataset import LocalDataset
     from smart_transfer.reading.export import json_rows
 
+    fetch = fetcher(args)
     with existing_workspace(args, read_only=True) as workspace:
-        table = LocalDataset(workspace, args.dataset).tail(args.records)
+        table = LocalDataset(workspace, args.dataset, fetch=fetch).tail(args.records)
     if args.json:
         sys.stdout.buffer.writelines(json_rows(table))
     elif table.num_columns:
@@ -78,8 +80,9 @@ def run_export(args: argparse.Namespace) -> int:
     from smart_transfer.reading.export import export, format_of
 
     fmt = format_of(args.output, args.format)
+    fetch = fetcher(args)
     with existing_workspace(args, read_only=True) as workspace:
-        dataset = LocalDataset(workspace, args.dataset)
+        dataset = LocalDataset(workspace, args.dataset, fetch=fetch)
         summary = export(dataset, args.output, fmt, offsets=args.offsets, blocks=args.blocks)
     if args.output == "-":
         return 0  # standard output holds the data
@@ -100,7 +103,8 @@ def register(commands: Commands) -> None:
         help="print a dataset's last records",
         description="Print the last records of a workspace dataset, oldest first, as a table (or JSON lines). "
         "Only the slices and row groups that hold them are read. Sees the last committed state, never a pull "
-        "in progress.",
+        "in progress. In a partial workspace the last records are read when present; absent ones fail with one line "
+        "naming them and the pull that gets them, or are fetched with --fetch.",
     )
     add_dataset_argument(tail)
     add_bounded(
@@ -114,6 +118,7 @@ def register(commands: Commands) -> None:
         maximum=MAX_TAIL_RECORDS,
     )
     tail.add_argument("--json", action="store_true", help="one JSON object per record")
+    add_fetch_options(tail)
     add_workspace_option(tail)
     tail.set_defaults(handler=run_tail)
 
@@ -123,7 +128,9 @@ def register(commands: Commands) -> None:
         help="write a dataset's records to a CSV, JSON lines or Parquet file",
         description="Write the records of a workspace dataset (all, or a range of offsets or blocks) to OUT in "
         "chain order, one slice at a time; '-' writes to standard output. The file appears only when complete. "
-        "Slices with differing schemas are written with their columns and types unified.",
+        "Slices with differing schemas are written with their columns and types unified. In a partial workspace a "
+        "range (or everything) that includes slices left out by choice fails with one line naming them and the pull "
+        "that gets them, before anything is written; --fetch fetches them first.",
     )
     add_dataset_argument(export)
     export.add_argument("output", metavar="OUT", help="the file to write, or - for standard output")
@@ -142,5 +149,6 @@ def register(commands: Commands) -> None:
         help="only the slices added by these blocks (sequence numbers, inclusive)",
     )
     export.add_argument("--json", action="store_true", help="print one JSON summary object")
+    add_fetch_options(export)
     add_workspace_option(export)
     export.set_defaults(handler=run_export)

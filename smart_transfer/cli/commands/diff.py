@@ -15,10 +15,13 @@ from smart_transfer.cli.commands.common import (
     print_json,
 )
 from smart_transfer.cli.commands.data import print_table
+from smart_transfer.cli.commands.fetching import add_fetch_options, fetcher
 from smart_transfer.cli.exits import EXIT_ERROR, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
     from smart_transfer.model import DataField
+    from smart_transfer.reading.absent import FetchAbsent
+    from smart_transfer.repo import Workspace
     from smart_transfer.repo.compare import VersionComparison
 
 
@@ -28,6 +31,8 @@ def _field(column: DataField | None) -> str:
     return f"{column.type}{'' if column.nullable else ' NOT NULL'}"
 
 
+#: Slice footers a comparison reads at most (the schema at each of its two versions): each may be fetched.
+FOOTERS_READ = 2
 #: Where a version's schema comes from, as the text says it (repo/compare.py's schema_sources).
 SCHEMA_SOURCES = {"recorded": "SetDataSchema", "footer": "slice footer", "": "none"}
 
@@ -69,12 +74,12 @@ def print_comparison(comparison: VersionComparison) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from smart_transfer.repo.compare import VersionError, compare_versions
+    from smart_transfer.repo.compare import VersionError
 
+    fetch = fetcher(args)
     with existing_workspace(args, read_only=True) as workspace:
-        dataset = workspace.dataset(args.dataset)
         try:
-            comparison = compare_versions(dataset, dataset.require_tip(), args.base, args.target)
+            comparison = _compare(workspace, args, fetch)
         except VersionError as exc:
             # as export's ranges: a version that is no version (or a backwards pair) is a usage error (2),
             # a well-formed one that names no block of the chain is "not in the data" (1)
@@ -84,6 +89,27 @@ def run_diff(args: argparse.Namespace) -> int:
     else:
         print_comparison(comparison)
     return 0
+
+
+def _compare(workspace: Workspace, args: argparse.Namespace, fetch: FetchAbsent | None) -> VersionComparison:
+    """The comparison; a slice footer it reads that is absent by choice (a partial workspace) is fetched
+    and the comparison made again, or named with the pull that gets it (``LocalDataset.require``)."""
+    from smart_transfer.reading.dataset import LocalDataset
+    from smart_transfer.repo.compare import compare_versions
+    from smart_transfer.storage import ObjectNotFound
+
+    reader = LocalDataset(workspace, args.dataset, fetch=fetch)
+    dataset = reader.workspace.dataset(reader.name)
+    for _ in range(FOOTERS_READ):
+        try:
+            return compare_versions(dataset, dataset.require_tip(), args.base, args.target)
+        except ObjectNotFound as exc:
+            entries = [e for e in reader.slices() if dataset.object_key(e.ref) == exc.key]
+            if not entries:
+                raise  # not a slice: the store's own message
+            reader.require(entries)  # absent by choice: fetched, or AbsentByChoice naming it
+            reader.path_of(entries[0])  # lost: named, with how to get it back
+    return compare_versions(dataset, dataset.require_tip(), args.base, args.target)
 
 
 def register(commands: Commands) -> None:
@@ -99,5 +125,6 @@ def register(commands: Commands) -> None:
     diff.add_argument("base", metavar="FROM", nargs="?", default=None, help="the older version (default: block 0)")
     diff.add_argument("target", metavar="TO", nargs="?", default=None, help="the newer version (default: the head)")
     diff.add_argument("--json", action="store_true", help="print one JSON object")
+    add_fetch_options(diff)
     add_workspace_option(diff)
     diff.set_defaults(handler=run_diff)

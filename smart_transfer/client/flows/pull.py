@@ -14,6 +14,7 @@ from functools import partial
 from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import CheckpointSlot, install_checked, install_latest, latest_checkpoint
 from smart_transfer.client.flows.chain import local_chain
+from smart_transfer.client.flows.drop import keep_bounded
 from smart_transfer.client.flows.job import FlowJob
 from smart_transfer.client.flows.moving import KeepAlive, Meter, TransferSummary, move_objects, watched
 from smart_transfer.client.flows.objects import download, download_from
@@ -122,7 +123,8 @@ async def pull(job: FlowJob) -> TransferSummary:
 async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], stop: asyncio.Event) -> None:
     """Pull the dataset up to the remote head, then keep the session open and pull each new head in it,
     calling ``on_update`` with the summary of every pull (the first one included), until ``stop`` is
-    set. Each increment is a whole pull: verified, committed by compare-and-swap, resumable."""
+    set. Each increment is a whole pull: verified, committed by compare-and-swap, resumable; a follower of a
+    range of slices then drops the files that fell out of it (``drop.keep_bounded``)."""
     async with job.transport.pull(job.remote) as channel:
         while True:
             summary, _ = await _increment(job, channel)
@@ -131,6 +133,7 @@ async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], sto
                     ErrorCode.INVALID_REQUEST,
                     f"{summary.dataset}: the local dataset is ahead of the remote: push it first",
                 )
+            await keep_bounded(job.workspace, job.dataset.name, job.selection, job.remote.url)  # stays bounded
             on_update(summary.finish())
             if stop.is_set():
                 await channel.finish()

@@ -82,7 +82,7 @@ def holdings(workspace: Workspace, name: str) -> Holdings | None:
     if selection == EVERYTHING or tip is None:
         return None
     blocks = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)]
-    manifests = _readable_manifests(dataset, blocks)
+    manifests = readable_manifests(dataset, blocks)
     split = split_objects(blocks, manifests, latest_checkpoint(blocks), selection, tip.next_offset)
     every = [*split.wanted, *split.left_out]
     missing = {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(every)}
@@ -106,7 +106,7 @@ def _tally(checkpoints: str, present: Sequence[ObjectRef], absent: Sequence[Obje
     )
 
 
-def _readable_manifests(dataset: DatasetRepository, blocks: Sequence[NewBlock]) -> dict[Multihash, CheckpointManifest]:
+def readable_manifests(dataset: DatasetRepository, blocks: Sequence[NewBlock]) -> dict[Multihash, CheckpointManifest]:
     """The manifests of the checkpoints ``blocks`` reference that the workspace can read."""
     manifests = {}
     for ref in checkpoint_refs(blocks):

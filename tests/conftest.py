@@ -25,6 +25,7 @@ import httpx
 import orjson
 import pytest
 from botocore.config import Config
+from hypothesis import HealthCheck, settings
 
 from smart_transfer.storage import ObjectStore
 from smart_transfer.storage.local import LocalStore
@@ -38,6 +39,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
 )
 SERVER_START_TIMEOUT = 30.0
+
+# Property tests check correctness, never speed (speed is `make bench`'s): no per-example deadline and no
+# "too slow" health check, which fail a correct test when the machine is busy (a parallel run, the S3
+# gateway, a benchmark beside it).
+settings.register_profile("smart-transfer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("smart-transfer")
 #: Seconds any test's plain HTTP request (httpx, without a timeout of its own) may wait, instead of
 #: httpx's 5 s: tests run in parallel workers beside servers and S3 on two cores, and none measures speed.
 TEST_HTTP_TIMEOUT = 60.0

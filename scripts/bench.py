@@ -30,10 +30,10 @@ straight from S3) and with `pull` + `open_dataset(...).to_pandas()`: seconds and
 100,000 objects on the local S3 and on the embedded store, a push of 25 new objects and a pull of one new
 block onto each: seconds, the server's storage requests by kind and the sessions' metadata bytes.
 
-(r) a reader pays for what it needs (scripts/bench_partial.py): a keyed dataset of 10 ingests that each
-change every row, pulled fresh with --all-checkpoints (what every pull moved before), by default and
---state-only; an append dataset of 1,000 slices pulled whole, --last 1% and --since 1%, then widened to
-10%: bytes moved (exact) and seconds.
+(r) a reader pays for what it needs (scripts/bench_partial.py): a keyed dataset of 10 real ingests
+(`ingest --primary-key id`, --keyed-rows rows, about 20 MB of checkpoint each) that each change every row,
+pulled fresh with --all-checkpoints (what every pull moved before), by default and --state-only; an append
+dataset of 1,000 slices pulled whole, --last 1% and --since 1%, then widened to 10%: bytes moved (exact) and seconds.
 
 (u) start-up: `--version`, `--help`, and process start to the first connection of `pull` and `push`
 (scripts/bench_startup.py).
@@ -832,6 +832,9 @@ def main() -> int:
     parser.add_argument(
         "--scale", default="1000,10000,100000", help="dataset sizes (objects) in case (z), comma-separated"
     )
+    parser.add_argument(
+        "--keyed-rows", type=int, default=200_000, help="CSV rows of each of the 10 keyed ingests in case (r)"
+    )
     parser.add_argument("--cases", default="u,e,s,t,c,m,g,a,b,d,x,p,h,z,r,i", help="which cases to run, in order")
     args = parser.parse_args()
     scale_sizes = [int(n) for n in args.scale.split(",")]
@@ -860,7 +863,9 @@ def main() -> int:
             "i": lambda: bench.ingest_case([int(n) for n in args.ingest_rows.split(",")]),
             "u": lambda: startup_case(CLI, bench.env, Path(work), bench.record),
             "h": lambda: sharing_case(CLI, bench.env, Path(work), bench.url, bench.record, bench.extra),
-            "r": lambda: partial_case(CLI, bench.env, Path(work), bench.url, bench.record, bench.extra),
+            "r": lambda: partial_case(
+                CLI, bench.env, Path(work), bench.url, bench.record, bench.extra, args.keyed_rows
+            ),
             "z": lambda: scale_case(CLI, bench.env, Path(work), bench.url, bench.record, bench.extra, scale_sizes),
         }
         failed = False

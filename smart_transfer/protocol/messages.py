@@ -109,7 +109,9 @@ class ObjectFile(Record, frozen=True):
     """One object: its kind (folder), content hash and size. For uploads, ``md5`` (base64) of the
     whole object, or, for an object larger than the server's ``multipart_threshold``, ``part_md5s``:
     the MD5 of each of its parts, in order (the parts the ``part_size`` of DatasetPushMetadataAccepted
-    makes, see MultipartUpload)."""
+    makes, see MultipartUpload). Offered in a push with neither, it only asks whether the server holds
+    the object committed (answered SkipUpload or NotHeld; nothing is started or signed): how a client
+    pushes blocks whose objects it does not hold itself, e.g. after a partial pull."""
 
     kind: Literal["data", "checkpoints"]
     physical_hash: HashText
@@ -130,6 +132,12 @@ class ObjectFile(Record, frozen=True):
     def ref(self) -> ObjectRef:
         """The object reference this names (the hash was validated when the message was built)."""
         return ObjectRef(ObjectKind(self.kind), Multihash.parse(self.physical_hash), self.size)
+
+    @property
+    def asks(self) -> bool:
+        """Whether this push offer only asks whether the server holds the object committed (it carries
+        neither ``md5`` nor ``part_md5s``: nothing to bind into an upload URL)."""
+        return self.md5 is None and self.part_md5s is None
 
 
 class HttpRequest(Record, frozen=True):
@@ -313,13 +321,25 @@ class DatasetPushMetadataAccepted(Message, frozen=True):
 
 class DatasetPushObjectsTransferRequest(Message, frozen=True):
     """Client: how do I deliver these objects (one page)? Each carries its MD5 (or its parts' MD5s) for
-    the URLs."""
+    the URLs; one with neither only asks whether the server holds it committed (SkipUpload or NotHeld,
+    with no upload started and no URL signed: a client that pushes blocks whose objects it does not
+    hold asks first, and stops before any upload when one is not held)."""
 
     object_files: Annotated[list[ObjectFile], Meta(min_length=1)]
 
 
 class SkipUpload(Message, frozen=True):
-    """The server already has this object."""
+    """The server already has this object (asked without MD5s: it holds it committed)."""
+
+
+class NotHeld(Message, frozen=True):
+    """The answer to an object offered without ``md5`` and ``part_md5s`` that the server does not hold
+    committed: no upload was started and no URL signed. ``stored``: its store holds a copy of the
+    object's size that no committed block references (an interrupted push's), which only an upload
+    offer, with the object's MD5s, can have checked. Added after 0.1.0; a server older than it refuses
+    such an offer (BadMessage)."""
+
+    stored: bool = False
 
 
 class HttpUpload(Message, frozen=True):
@@ -354,14 +374,16 @@ class MultipartUpload(Message, frozen=True):
 
 
 class PushObjectTransfer(Record, frozen=True):
-    """One object of a push page and how to send it: skip it, one presigned PUT, or parts."""
+    """One object of a push page and how to send it: skip it, one presigned PUT, or parts; or, for an
+    object offered without MD5s, that the server does not hold it (NotHeld)."""
 
     object_file: ObjectFile
-    transfer: SkipUpload | HttpUpload | MultipartUpload
+    transfer: SkipUpload | HttpUpload | MultipartUpload | NotHeld
 
 
 class DatasetPushObjectsTransferResponse(Message, frozen=True):
-    """Server: per requested object, SkipUpload, HttpUpload or MultipartUpload, in request order."""
+    """Server: per requested object, in request order, SkipUpload, HttpUpload or MultipartUpload (for
+    an object offered with its MD5s), SkipUpload or NotHeld (for one offered without)."""
 
     object_transfers: list[PushObjectTransfer]
 

@@ -1,6 +1,7 @@
 """The server side of a push: check the expected head, attach the new blocks (sync.attach), negotiate
 uploads (SkipUpload from the index or one listing, never a HEAD per object; a presigned PUT, or for
-a large object a multipart upload with one presigned PUT per missing part, see sync.multipart), then
+a large object a multipart upload with one presigned PUT per missing part, see sync.multipart; an
+offer without MD5s only asks whether the object is committed: SkipUpload or NotHeld), then
 complete the multipart uploads and the verified commit (sync.commit), sending keep-alives meanwhile."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from smart_transfer.protocol.messages import (
     HttpUpload,
     MetadataTarball,
     MultipartUpload,
+    NotHeld,
     ObjectFile,
     Progress,
     PushObjectTransfer,
@@ -38,6 +40,7 @@ from smart_transfer.server.pull_flow import check_page
 from smart_transfer.server.session import ServerSession
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.state import ServerState
+from smart_transfer.storage import ObjectInfo
 from smart_transfer.storage.base import stored_as_promised
 from smart_transfer.storage.digest import md5_base64_from_hex, md5_hex_from_base64
 from smart_transfer.storage.parts import MAX_PARTS
@@ -138,27 +141,39 @@ def _multipart(
 def _negotiate(
     dataset: DatasetRepository, state: PushState, items: list[ObjectFile], server: ServerState
 ) -> list[PushObjectTransfer]:
-    settings = server.settings
     check_parts(items)
-    refs = [_required(state, item, settings) for item in items]
+    refs = [_required(state, item, server.settings) for item in items]
     heads = uncommitted_heads(dataset, refs)  # a key it lacks is committed
-    transfers: list[PushObjectTransfer] = []
-    for item, ref in zip(items, refs, strict=True):
-        key = dataset.object_key(ref)
-        promise = promise_of(item, settings.multipart_threshold, settings.part_size)
-        etag = promise.etag if promise is not None else md5_hex_from_base64(item.md5 or "")
-        state.promised_etags[(ref.kind, ref.physical_hash)] = etag
-        # stored already: committed, or uploaded by an earlier, unfinished push (size and promised ETag)
-        if key not in heads or stored_as_promised(heads[key], ref.size, etag):
-            transfers.append(PushObjectTransfer(object_file=item, transfer=SkipUpload()))
-        elif promise is not None:
-            upload = _multipart(dataset, state, ref, promise, server)
-            transfers.append(PushObjectTransfer(object_file=item, transfer=upload))
-        else:
-            signed = server.signer.put(dataset, ref, settings.url_ttl_seconds, item.md5)
-            single = HttpUpload(request=HttpRequest.presigned(signed))
-            transfers.append(PushObjectTransfer(object_file=item, transfer=single))
-    return transfers
+    return [
+        PushObjectTransfer(object_file=item, transfer=_transfer(dataset, state, item, ref, heads, server))
+        for item, ref in zip(items, refs, strict=True)
+    ]
+
+
+def _transfer(
+    dataset: DatasetRepository,
+    state: PushState,
+    item: ObjectFile,
+    ref: ObjectRef,
+    heads: dict[str, ObjectInfo | None],
+    server: ServerState,
+) -> SkipUpload | HttpUpload | MultipartUpload | NotHeld:
+    """How one offered object is sent. An offer without MD5s only asks whether the object is committed:
+    answered from the index (and the HEAD the page made anyway), changing nothing and promising nothing."""
+    settings, key = server.settings, dataset.object_key(ref)
+    if item.asks:
+        info = heads.get(key)
+        return SkipUpload() if key not in heads else NotHeld(stored=info is not None and info.size == ref.size)
+    promise = promise_of(item, settings.multipart_threshold, settings.part_size)
+    etag = promise.etag if promise is not None else md5_hex_from_base64(item.md5 or "")
+    state.promised_etags[(ref.kind, ref.physical_hash)] = etag
+    # stored already: committed, or uploaded by an earlier, unfinished push (size and promised ETag)
+    if key not in heads or stored_as_promised(heads[key], ref.size, etag):
+        return SkipUpload()
+    if promise is not None:
+        return _multipart(dataset, state, ref, promise, server)
+    signed = server.signer.put(dataset, ref, settings.url_ttl_seconds, item.md5)
+    return HttpUpload(request=HttpRequest.presigned(signed))
 
 
 def _complete_uploads(dataset: DatasetRepository, state: PushState) -> None:
@@ -207,6 +222,13 @@ async def _with_keep_alive(session: ServerSession, work: Awaitable[T], interval:
             await beating
 
 
+def _write_blocks(dataset: DatasetRepository, state: PushState) -> asyncio.Task[None]:
+    """Write the pushed blocks' pack in a worker thread (awaited before the commit)."""
+    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, state.bundle.blocks, state.bundle.pack))
+    writing.add_done_callback(lambda task: task.cancelled() or task.exception())
+    return writing
+
+
 async def run_push(session: ServerSession, dataset: DatasetRepository, server: ServerState) -> None:
     """Drive one push session to its end (errors propagate to the caller, which reports them)."""
     settings = server.settings
@@ -216,9 +238,9 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
     tarball = await session.expect(MetadataTarball)
     await asyncio.to_thread(_attach, dataset, state, request, tarball.data)
     # Blocks are invisible until head moves, so write their pack (one store write) while the client
-    # uploads the objects (a failed push leaves it for gc, like its objects).
-    writing = asyncio.create_task(asyncio.to_thread(dataset.store_blocks, state.bundle.blocks, state.bundle.pack))
-    writing.add_done_callback(lambda task: task.cancelled() or task.exception())
+    # uploads the objects, from its first page that offers an upload (a failed push leaves it for gc,
+    # like its objects): a push that ends after asking what the server holds leaves no trace.
+    writing: asyncio.Task[None] | None = None
     await session.send(
         DatasetPushMetadataAccepted(
             num_blocks=len(state.bundle.blocks),
@@ -234,8 +256,10 @@ async def run_push(session: ServerSession, dataset: DatasetRepository, server: S
     ):
         check_page(message.object_files, settings)
         transfers = await asyncio.to_thread(_negotiate, dataset, state, message.object_files, server)
+        if writing is None and not all(item.asks for item in message.object_files):
+            writing = _write_blocks(dataset, state)
         await session.send(DatasetPushObjectsTransferResponse(object_transfers=transfers))
-    await writing
+    await (writing or _write_blocks(dataset, state))
     committing = asyncio.to_thread(_verify_and_commit, dataset, state, settings.verify_read_limit)
     new_tip = await _with_keep_alive(session, committing, settings.keepalive_interval_seconds)
     server.heads.notify(dataset.name)  # followers of this replica pull it now

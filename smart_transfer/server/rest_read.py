@@ -228,7 +228,9 @@ async def read_object(
     """One object a committed block references. Which objects to read is the client's choice: a partial
     pull (the latest checkpoint's files only, the data slices of a range of blocks, a time or the last N
     records, or none) walks the whole chain from `refs/head` and `blocks/{hash}` and reads only the
-    objects it wants; the server keeps no record of it."""
+    objects it wants; the server keeps no record of it. A HEAD says whether the server holds the object
+    committed (200 or 307; 404 when not, also for a copy a push stored but has not committed): a push of
+    blocks whose objects the client does not hold (after a partial pull) asks it before any upload."""
     repo = dataset_of(state, dataset)
     object_type, wanted = object_kind(kind), Multihash.parse(object_hash)
     size: int = await run(committed_size, repo, object_type, wanted)

@@ -9,6 +9,7 @@ common between them: each changes every row."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,10 @@ from smart_transfer.errors import LocalError
 from smart_transfer.model import ObjectKind, ObjectRef
 from smart_transfer.model.selection import EVERYTHING, Selection
 from smart_transfer.repo import Workspace
-from tests.conftest import ServerProcess, run_cli, summary
+from smart_transfer.storage import ObjectInfo, ObjectStore
+from smart_transfer.storage.local import LocalStore
+from smart_transfer.storage.s3 import S3Store
+from tests.conftest import S3Env, ServerProcess, backend_args, run_cli, summary
 from tests.scale import RUNTIME_FILES, commit_checkpoint, sst_names, write_checkpoint
 
 
@@ -137,6 +141,53 @@ def test_a_push_from_a_partial_workspace_sends_only_what_is_new_or_commits_nothi
             assert client.status(dataset_name, elsewhere).relation == "remote-missing"  # nothing committed there
         report, _ = verify_local(b, dataset_name)
         assert report.ok and report.absent_objects > 0
+
+
+def _server_store(server: ServerProcess, s3: S3Env | None) -> ObjectStore:
+    """The server's own store (its embedded one, or its prefix of the local S3), to look behind it."""
+    if s3 is None:
+        return LocalStore(server.root / "store")
+    prefix = next(str(arg) for arg in server.process.args if str(arg).startswith("srv-"))  # type: ignore[union-attr]
+    return S3Store(s3.bucket, prefix, endpoint_url=s3.endpoint)
+
+
+def _traces(store: ObjectStore) -> tuple[list[ObjectInfo], list[str]]:
+    """Every object the store holds, and every multipart upload in progress (by key)."""
+    return list(store.list("")), sorted(upload.key for upload in store.list_multipart(""))
+
+
+@pytest.mark.parametrize("protocol", ["smart", "simple"])
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_a_push_the_remote_cannot_take_from_a_partial_workspace_changes_nothing_there(
+    server_factory: Callable[..., ServerProcess],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    protocol: str,
+    backend: str,
+) -> None:
+    s3: S3Env | None = request.getfixturevalue("s3_env") if backend == "s3" else None
+    # every object over a byte goes in parts: one the push offered for upload would start a multipart upload
+    server = server_factory("--multipart-threshold", "1", *backend_args(backend, s3))
+    url = f"{server.url}/held"
+    with Workspace(tmp_path / "a") as a, Workspace(tmp_path / "b") as b:
+        _pushed(a, "held", url, tmp_path / "c", 2, protocol)
+        with SyncClient(b, protocol=protocol) as client:
+            client.pull(url)  # the latest checkpoint's files only
+        mine = _checkpoints(b, "held", tmp_path / "c", 1, "b")[0]
+        store = _server_store(server, s3)
+        try:
+            before = _traces(store)
+            with SyncClient(b, protocol=protocol) as client:
+                with pytest.raises(LocalError) as refused:
+                    client.push("held", f"{server.url}/elsewhere")
+                assert "nothing was committed" in str(refused.value) and "stored there" not in str(refused.value)
+                # not a multipart upload started, not a block written: the server's store is as it was
+                assert _traces(store) == before and before[1] == []
+                pushed = client.push("held", url)  # where the remote holds them: nothing absent re-sent
+            assert pushed.objects_transferred == mine.files + mine.pages
+            assert _traces(store)[1] == []
+        finally:
+            store.close()
 
 
 @pytest.mark.parametrize("protocol", ["smart"])

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import hashlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,7 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from smart_transfer.client.transports.websocket import ClientSession, RemoteError
+from smart_transfer.model import Multihash
 from smart_transfer.protocol import SUBPROTOCOL
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.connection import close_code_of
@@ -270,3 +272,68 @@ def test_pushed_blocks_must_end_at_the_target_head(local_server: ServerProcess, 
         asyncio.run(push())
     assert refused.value.code is ErrorCode.INVALID_BLOCKS and "target head" in refused.value.message
     assert httpx.get(f"{local_server.url}/{name}/refs/head").status_code == 404  # nothing was created
+
+
+@contextmanager
+def _push_session(
+    server: ServerProcess, name: str, base: str, blocks: list[tuple[Multihash, bytes]]
+) -> Iterator[ClientConnection]:
+    """A push session, as a client written from the documents opens one: request, blocks, terms."""
+    with connect(ws_url(server, f"/{name}/push"), subprotocols=[SUBPROTOCOL]) as connection:  # type: ignore[list-item]
+        plan = {"num_blocks": len(blocks), "num_objects": 2, "bytes_in_objects": 2000}
+        request = {"type": "DatasetPushRequest", "current_head": base, "transfer_plan": plan}
+        connection.send(orjson.dumps({**request, "target_head": str(blocks[-1][0])}).decode())
+        assert orjson.loads(connection.recv(timeout=10))["type"] == "DatasetPushRequestAccepted"
+        connection.send(pack_blocks(blocks))
+        assert orjson.loads(connection.recv(timeout=10))["type"] == "DatasetPushMetadataAccepted"
+        yield connection
+
+
+def _answers(connection: ClientConnection, *offers: dict[str, object]) -> list[dict[str, object]]:
+    connection.send(orjson.dumps({"type": "DatasetPushObjectsTransferRequest", "object_files": offers}).decode())
+    answer = orjson.loads(connection.recv(timeout=10))
+    assert answer["type"] == "DatasetPushObjectsTransferResponse", answer
+    named = [{key: t["object_file"][key] for key in ("kind", "physical_hash")} for t in answer["object_transfers"]]
+    assert named == [{key: offer[key] for key in ("kind", "physical_hash")} for offer in offers]
+    return [t["transfer"] for t in answer["object_transfers"]]
+
+
+def test_a_push_offer_without_md5s_asks_whether_the_server_holds_the_object(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+) -> None:
+    """A client written from the documents: an object offered without md5 and part_md5s is a question,
+    answered SkipUpload (committed) or NotHeld (``stored`` once an interrupted push left a copy), with
+    nothing started or signed; the same object offered with its MD5 gets its upload as before."""
+    ws, url = tmp_path / "ws", f"{smart_server.url}/{dataset_name}"
+    kept, new = make_files(tmp_path / "in", 2, 1000)
+    run_cli("add", dataset_name, str(kept), workspace=ws)
+    assert run_cli("push", dataset_name, url, workspace=ws).returncode == 0
+    base = httpx.get(f"{url}/refs/head").text
+    run_cli("add", dataset_name, str(kept), str(new), workspace=ws)  # the first one's object again, and a new one
+    workspace = Workspace(ws)
+    try:
+        dataset = workspace.dataset(dataset_name)
+        blocks = list(dataset.blocks_after(dataset.require_tip(), Multihash.parse(base)))
+    finally:
+        workspace.close()
+    kept_q, new_q = (
+        {"kind": "data", "physical_hash": str(Multihash.of(path.read_bytes())), "size": 1000} for path in (kept, new)
+    )
+    new_md5 = {**new_q, "md5": base64.b64encode(hashlib.md5(new.read_bytes()).digest()).decode()}
+    with _push_session(smart_server, dataset_name, base, blocks) as connection:
+        assert _answers(connection, kept_q, new_q) == [{"type": "SkipUpload"}, {"type": "NotHeld", "stored": False}]
+        assert httpx.head(f"{url}/data/{new_q['physical_hash']}").status_code == 404
+        (upload,) = _answers(connection, new_md5)  # an offer with its MD5, as before: a URL to PUT it to
+        assert upload["type"] == "HttpUpload", upload
+        request = upload["request"]
+        assert isinstance(request, dict)
+        assert httpx.put(request["url"], content=new.read_bytes(), headers=request["headers"]).status_code == 200
+    # that session ended before its commit: the copy it uploaded is stored, not committed
+    with _push_session(smart_server, dataset_name, base, blocks) as connection:
+        assert _answers(connection, new_q) == [{"type": "NotHeld", "stored": True}]
+        assert _answers(connection, new_md5) == [{"type": "SkipUpload"}]  # its MD5 vouches for the copy
+        connection.send('{"type": "DatasetPushComplete"}')
+        while (confirmed := orjson.loads(connection.recv(timeout=30)))["type"] == "Progress":
+            pass
+        assert confirmed == {"type": "DatasetPushCompleteConfirmed", "old_head": base, "new_head": str(blocks[-1][0])}
+    assert httpx.head(f"{url}/data/{new_q['physical_hash']}", follow_redirects=False).status_code in (200, 307)

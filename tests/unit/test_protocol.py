@@ -97,6 +97,7 @@ messages = st.one_of(
                 object_file=object_files,
                 transfer=st.one_of(
                     st.just(m.SkipUpload()),
+                    st.builds(m.NotHeld, stored=st.booleans()),
                     st.builds(m.HttpUpload, request=requests),
                     st.builds(
                         m.MultipartUpload,

@@ -15,7 +15,7 @@ from smart_transfer.client.flows.chain import local_chain
 from smart_transfer.client.flows.job import FlowJob
 from smart_transfer.client.flows.moving import KeepAlive, Meter, Prepare, TransferSummary, move_objects
 from smart_transfer.client.flows.objects import upload
-from smart_transfer.client.transports.base import LocalChain, PushChannel, PushStart, UploadTerms
+from smart_transfer.client.transports.base import Lacking, LocalChain, PushChannel, PushStart, UploadTerms
 from smart_transfer.errors import DivergedError, LocalError, SmartTransferError
 from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
 from smart_transfer.model.multihash import hash_text
@@ -30,6 +30,7 @@ from smart_transfer.storage.parts import layout, part_size_for
 from smart_transfer.sync.bundle import Bundle
 from smart_transfer.sync.heads import MAX_STALE_HEAD_RETRIES, StaleHead, after_invalid_head, remote_has_more
 from smart_transfer.sync.pages import held_pages
+from smart_transfer.transfer.mover import pages
 from smart_transfer.transfer.pieces import in_parallel
 
 #: A page of objects to offer holding more bytes than this is hashed on every core, one object per thread.
@@ -57,7 +58,7 @@ def _offer(path: Path, item: ObjectFile, terms: UploadTerms) -> ObjectFile:
     the URL before the first byte is sent, so the file is read twice: hashed, then sent); the object's
     own hash was verified when it entered the workspace. An item that has them already (a URL being
     refreshed) is offered as it is."""
-    if item.md5 is not None or item.part_md5s is not None:
+    if not item.asks:
         return item
     ref = item.ref()
     if terms.multipart_threshold is None or ref.size <= terms.multipart_threshold:
@@ -84,45 +85,34 @@ def _hasher(workspace: Workspace, dataset: DatasetRepository, terms: UploadTerms
     return prepare
 
 
-#: The MD5 an object this workspace does not hold is offered with (base64 of 16 zero bytes): the server
-#: answers SkipUpload for an object it holds committed whatever the digest, and a URL (never used) when it
-#: lacks the object, which is all the push needs to know; a stored but uncommitted copy cannot be vouched
-#: for without the bytes, so it counts as lacking.
-NO_MD5 = "AAAAAAAAAAAAAAAAAAAAAA=="
-
-
-def _cannot_send(name: str, lacking: Sequence[ObjectFile]) -> LocalError:
+def _cannot_send(name: str, lacking: Sequence[Lacking]) -> LocalError:
     """The one line of a push whose remote lacks objects this workspace does not hold (data slices or
     older checkpoints' files its pulls left out by choice, or lost ones): nothing was committed."""
-    total = sum(item.size for item in lacking)
+    total = sum(lack.item.size for lack in lacking)
+    first = lacking[0].item
     command = f"smart-transfer pull {name}"
-    if any(item.kind == ObjectKind.CHECKPOINT.value for item in lacking):
+    if any(lack.item.kind == ObjectKind.CHECKPOINT.value for lack in lacking):
         command += " --all-checkpoints"
+    stored = sum(lack.stored for lack in lacking)
+    # an interrupted push's copy: only the bytes, hashed, could vouch for it
+    uncommitted = f", {stored} of them stored there but not committed" if stored else ""
     return LocalError(
         ErrorCode.OBJECT_NOT_FOUND,
-        f"{name}: the remote lacks {len(lacking)} object(s) ({total} bytes) this workspace does not hold, e.g. "
-        f"{lacking[0].kind}/{lacking[0].physical_hash}; nothing was committed: `{command}` (from a server that "
+        f"{name}: the remote lacks {len(lacking)} object(s) ({total} bytes{uncommitted}) this workspace does not "
+        f"hold, e.g. {first.kind}/{first.physical_hash}; nothing was committed: `{command}` (from a server that "
         "holds them) fetches them, then push again",
     )
 
 
 async def _check_absent(name: str, channel: PushChannel, absent: Sequence[ObjectRef], terms: UploadTerms) -> None:
-    """Ask the remote about the objects a push offers that this workspace does not hold (the usual
-    negotiation, page by page, before any upload): it must hold every one; else the push ends here."""
-    lacking: list[ObjectFile] = []
-    offers = [_unheld_offer(ref, terms) for ref in absent]
-    for first in range(0, len(offers), max(1, terms.page_limit)):
-        answers = await channel.urls(offers[first : first + max(1, terms.page_limit)])
-        lacking += [item for item, transfer in answers if transfer is not None]
+    """Ask the remote whether it holds the objects a push offers that this workspace does not hold
+    (offers without MD5s, page by page, before any upload; asking changes nothing there): it must hold
+    every one committed; else the push ends here."""
+    lacking: list[Lacking] = []
+    for page in pages([ObjectFile.of(ref) for ref in absent], terms.page_limit):
+        lacking += await channel.lacking(page)
     if lacking:
         raise _cannot_send(name, lacking)
-
-
-def _unheld_offer(ref: ObjectRef, terms: UploadTerms) -> ObjectFile:
-    """An object this workspace does not hold, offered with ``NO_MD5`` for it (or for each part)."""
-    if terms.multipart_threshold is None or ref.size <= terms.multipart_threshold:
-        return ObjectFile.of(ref, NO_MD5)
-    return ObjectFile.of(ref, part_md5s=[NO_MD5] * len(layout(ref.size, part_size_for(ref.size, terms.part_size))))
 
 
 async def push(job: FlowJob) -> TransferSummary:
@@ -160,7 +150,8 @@ async def _push_once(job: FlowJob, local: LocalChain, expected: Multihash | None
             raise _pull_first(dataset.name)
         bundle = await _bundle_to_send(dataset, local, start, after, guess)
         # objects of blocks the remote has are never offered; of those offered, the remote may hold
-        # some this workspace left out by choice: asked first, the push ends before any upload otherwise
+        # some this workspace left out by choice: asked first (changing nothing there), the push ends
+        # before any upload otherwise
         absent = await asyncio.to_thread(dataset.objects_missing, bundle.offered())
         terms = await channel.send_blocks(bundle)
         if absent:

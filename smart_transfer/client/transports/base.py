@@ -67,6 +67,14 @@ class UploadTerms(Struct, frozen=True):
     part_size: int = 0
 
 
+class Lacking(Struct, frozen=True):
+    """An object the remote does not hold committed, and whether its store holds a copy that no
+    committed block references (an interrupted push's; False when the protocol cannot tell)."""
+
+    item: ObjectFile
+    stored: bool = False
+
+
 class PushStart(Struct, frozen=True):
     """The remote's head, and the last block both chains share (None: none, or no dataset)."""
 
@@ -123,11 +131,18 @@ class PushChannel(ObjectRoute, ABC):
 
     @abstractmethod
     async def send_blocks(self, bundle: Bundle) -> UploadTerms:
-        """Send the new blocks (and manifests); returns how the remote takes the objects."""
+        """Send the new blocks (and manifests); returns how the remote takes the objects. The remote
+        stores them once an upload is negotiated (``urls``) or at ``finish``: a push that ends after
+        ``lacking`` leaves nothing there."""
 
     @abstractmethod
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
         """Upload requests for one page of objects (None: the remote has it)."""
+
+    @abstractmethod
+    async def lacking(self, page: Sequence[ObjectFile]) -> list[Lacking]:
+        """Of one page of objects (offered without MD5s), those the remote does not hold committed, in
+        page order. Asking changes nothing on the remote: no upload started, no URL signed."""
 
     async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
         """Tell the remote the transfer is alive."""

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset, redact
 from smart_transfer.client.transports.base import (
+    Lacking,
     LocalChain,
     PullChannel,
     PullStart,
@@ -235,6 +236,8 @@ class SimplePush(PushChannel):
         self.parallel = parallel
         self.current: Multihash | None = None
         self.force = False
+        #: The blocks sent but not PUT yet.
+        self.blocks: list[NewBlock] = []
 
     def object_transport(
         self, parallel: int, timeouts: Timeouts, limiter: RateLimiter | None
@@ -253,14 +256,21 @@ class SimplePush(PushChannel):
         return PushStart(self.current, common)
 
     async def send_blocks(self, bundle: Bundle) -> UploadTerms:
-        async def put(item: NewBlock) -> None:
-            await self.rest.call("PUT", f"{self.rest.remote.url}/blocks/{item.hash}", (200, 201), data=item.data)
-
-        await in_parallel(bundle.blocks, put, self.parallel)
+        # PUT with the first upload or the head move, as a smart server writes them: a push that ends
+        # after asking what the server holds (``lacking``) leaves nothing there
+        self.blocks = list(bundle.blocks)
         # every object streams through the server in one request (which stores a large one in parts)
         return UploadTerms(DEFAULT_OBJECTS_PER_PAGE)
 
+    async def _put_blocks(self) -> None:
+        async def put(item: NewBlock) -> None:
+            await self.rest.call("PUT", f"{self.rest.remote.url}/blocks/{item.hash}", (200, 201), data=item.data)
+
+        blocks, self.blocks = self.blocks, []
+        await in_parallel(blocks, put, self.parallel)
+
     async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        await self._put_blocks()
         answers: dict[tuple[str, str], Transfer | None] = {}
 
         async def ask(item: ObjectFile) -> None:
@@ -271,7 +281,19 @@ class SimplePush(PushChannel):
         await in_parallel(page, ask, self.parallel)
         return [(item, answers[(item.kind, item.physical_hash)]) for item in page]
 
+    async def lacking(self, page: Sequence[ObjectFile]) -> list[Lacking]:
+        # a HEAD answers for committed objects only: a staged copy (a PUT before head moved) is not told apart
+        held: set[ObjectFile] = set()
+
+        async def ask(item: ObjectFile) -> None:
+            if await self.rest.object_exists(item):
+                held.add(item)
+
+        await in_parallel(page, ask, self.parallel)
+        return [Lacking(item) for item in page if item not in held]
+
     async def finish(self, new_head: Multihash) -> Multihash:
+        await self._put_blocks()
         precondition = {"If-Match": f'"{self.current}"'} if self.current is not None else {"If-None-Match": "*"}
         url = f"{self.rest.remote.url}/refs/head" + ("?force=true" if self.force else "")
         await self.rest.call("PUT", url, (200,), data=str(new_head), headers=precondition)

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from smart_transfer.client.options import ClientOptions
 from smart_transfer.client.remote import RemoteDataset
 from smart_transfer.client.transports.base import (
+    Lacking,
     LocalChain,
     PullChannel,
     PullStart,
@@ -44,7 +45,9 @@ from smart_transfer.protocol.messages import (
     HttpUpload,
     MetadataTarball,
     MultipartUpload,
+    NotHeld,
     ObjectFile,
+    PushObjectTransfer,
     SkipUpload,
     TransferPlan,
 )
@@ -53,10 +56,20 @@ from smart_transfer.transfer.errors import TransferFailed
 from smart_transfer.transfer.mover import Transfer
 
 
-def _how(transfer: SkipUpload | HttpUpload | MultipartUpload) -> Transfer | None:
+def _how(transfer: SkipUpload | HttpUpload | MultipartUpload | NotHeld) -> Transfer | None:
     if isinstance(transfer, HttpUpload):
         return transfer.request
+    if isinstance(transfer, NotHeld):  # the answer to a question, never to an offer with MD5s
+        raise LocalError(ErrorCode.BAD_MESSAGE, "the server answered NotHeld to an upload offer")
     return transfer if isinstance(transfer, MultipartUpload) else None
+
+
+def _lacking(answer: PushObjectTransfer) -> Lacking | None:
+    if isinstance(answer.transfer, NotHeld):
+        return Lacking(answer.object_file, answer.transfer.stored)
+    if isinstance(answer.transfer, SkipUpload):
+        return None
+    raise LocalError(ErrorCode.BAD_MESSAGE, "the server offered an upload for an object only asked about")
 
 
 def _same_objects(asked: Sequence[ObjectFile], answered: list[ObjectFile]) -> None:
@@ -158,11 +171,19 @@ class SmartPush(PushChannel):
         answer = await self.session.request(MetadataTarball(bundle.tarball()), DatasetPushMetadataAccepted)
         return UploadTerms(answer.max_objects_per_page, answer.multipart_threshold, answer.part_size)
 
-    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+    async def _negotiate(self, page: Sequence[ObjectFile]) -> list[PushObjectTransfer]:
         request = DatasetPushObjectsTransferRequest(object_files=list(page))
         answer = await self.session.request(request, DatasetPushObjectsTransferResponse)
         _same_objects(page, [t.object_file for t in answer.object_transfers])
-        return [(t.object_file, _how(t.transfer)) for t in answer.object_transfers]
+        return answer.object_transfers
+
+    async def urls(self, page: Sequence[ObjectFile]) -> Urls:
+        return [(t.object_file, _how(t.transfer)) for t in await self._negotiate(page)]
+
+    async def lacking(self, page: Sequence[ObjectFile]) -> list[Lacking]:
+        # the same negotiation, its offers without MD5s: the server answers SkipUpload or NotHeld
+        answers = [_lacking(t) for t in await self._negotiate(page)]
+        return [lack for lack in answers if lack is not None]
 
     async def keep_alive(self, objects_done: int, bytes_done: int) -> None:
         await self.session.keep_alive(objects_done, bytes_done)

@@ -28,6 +28,7 @@ from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.model.versions import Range
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.reading.absent import AbsentByChoice, FetchAbsent, absent_runs, slices_left_out
+from smart_transfer.reading.chain_view import files_absent
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
 from smart_transfer.repo.slices import ChainSlices, SliceEntry
@@ -137,9 +138,9 @@ class LocalDataset:
             raise LocalError(ErrorCode.OBJECT_NOT_FOUND, f"{self.name}: {runs} still absent after fetching them")
 
     def _absent(self, entries: Sequence[SliceEntry]) -> set[Multihash]:
-        """The slices of ``entries`` absent by choice (the recorded selection is read only when one is
-        missing: a whole workspace pays a stat per slice)."""
-        missing = self._chain.dataset.objects_missing(entry.ref for entry in entries)
+        """The slices of ``entries`` absent by choice (the recorded selection is read only when one has
+        no file: a whole workspace pays a stat per slice; a short or long file is damage, ``path_of``'s)."""
+        missing = files_absent(self._chain.dataset, (entry.ref for entry in entries))
         if not missing:
             return set()
         quarantined = {ref.physical_hash for ref in missing if self._quarantined(ref.physical_hash)}

@@ -36,6 +36,11 @@ from smart_transfer.repo.slices import ChainSlices, SliceEntry
 if TYPE_CHECKING:
     import pandas
 
+    from smart_transfer.repo.compare import VersionComparison
+
+#: Slice footers a comparison reads at most (the schema at each of its two versions): each may be fetched.
+_FOOTERS_READ = 2
+
 
 def _bounds(wanted: Range, last: int, what: str, name: str) -> tuple[int, int]:
     """``wanted`` with open ends filled in, checked to lie within ``0..last``."""
@@ -170,6 +175,27 @@ class LocalDataset:
             f"{self.name}: data slice {entry.data.physical_hash} (block {entry.sequence_number}, offsets "
             f"{entry.first_offset}-{entry.last_offset}) {why}; {_repair_advice(self.name, marked)}",
         )
+
+    def compare(self, base: str | None = None, target: str | None = None) -> VersionComparison:
+        """Compare versions ``base`` (default: block 0) and ``target`` (default: the head) of the dataset
+        (``repo/compare.py``: ``diff``'s and the web view's comparison). A slice footer it reads (the
+        schema at a version) that is absent by choice is fetched when this handle was given ``fetch`` and
+        the comparison made again, else AbsentByChoice names it; a lost one is named with how to get it
+        back. Raises VersionError for a version that is none, or names no block of the chain."""
+        from smart_transfer.repo.compare import compare_versions
+        from smart_transfer.storage import ObjectNotFound
+
+        dataset = self._chain.dataset
+        for _ in range(_FOOTERS_READ):
+            try:
+                return compare_versions(dataset, dataset.require_tip(), base, target)
+            except ObjectNotFound as exc:
+                entries = [entry for entry in self.slices() if dataset.object_key(entry.ref) == exc.key]
+                if not entries:
+                    raise  # not a slice: the store's own message
+                self.require(entries)  # absent by choice: fetched, or AbsentByChoice naming it
+                self.path_of(entries[0])  # lost: named, with how to get it back
+        return compare_versions(dataset, dataset.require_tip(), base, target)
 
     # -- rows ------------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ or none; a record that cannot be read refuses; bad or contradicting choices are 
 
 from __future__ import annotations
 
+import inspect
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -331,3 +333,31 @@ def test_a_malformed_selection_is_refused() -> None:
 
 def test_since_before_1970_is_1970() -> None:
     assert pull_selection(since="1960-01-01") == Selection(slices=(SliceRange(since=0),))
+
+
+def test_a_record_is_durable_before_set_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a drop deletes files once the narrower record is set: the record's data and its rename must be on
+    # disk by then (a power cut must not keep the deletes and lose the record)
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real(descriptor)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    records = SelectionRecords(tmp_path / "selection")
+    records.set("ds", pull_selection(last=3))
+    directory = str(tmp_path / "selection")
+    assert len(synced) == 2 and synced[0].startswith(directory + "/.ds.") and synced[1] == directory
+    assert records.get("ds") == pull_selection(last=3)
+
+
+def test_the_sync_client_takes_the_same_drop_keywords_as_the_client() -> None:
+    from smart_transfer.client import Client, SyncClient
+
+    def keywords(method: object) -> dict[str, object]:
+        parameters = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
+        return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    assert keywords(SyncClient.drop) == keywords(Client.drop) and "last" in keywords(SyncClient.drop)

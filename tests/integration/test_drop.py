@@ -21,7 +21,7 @@ from smart_transfer.storage import StorageUnavailable
 from smart_transfer.storage.local import LocalStore
 from tests.conftest import ServerProcess, run_cli, summary
 from tests.integration.test_follow import Follower
-from tests.integration.test_partial_checkpoints import _files, _pushed
+from tests.integration.test_partial_checkpoints import _checkpoints, _files, _pushed
 from tests.integration.test_read import one_line_error, tail
 from tests.slices import add_slices
 
@@ -225,8 +225,9 @@ def test_a_plain_follower_keeps_only_the_latest_checkpoints_files(
         follower.wait_for_head(head)
         for round_ in range(3):
             with Workspace(tmp_path / "a") as a:
-                stored += _pushed(a, dataset_name, url, tmp_path / f"c{round_}", 1, "smart")
-                head = str(a.dataset(dataset_name).require_tip().head)
+                stored += _checkpoints(a, dataset_name, tmp_path / "c", 1, f"round{round_}-")  # new files each
+                with SyncClient(a) as client:
+                    head = str(client.push(dataset_name, url).new_head)
             follower.wait_for_head(head)
             with Workspace(reader, read_only=True) as held:
                 dataset = held.dataset(dataset_name)

@@ -167,7 +167,7 @@ class Client:
         raises like ``pull``."""
         with sdk_errors():
             recorded = await asyncio.to_thread(self.workspace.selections.get, str(DatasetName(name)))
-        return await self.pull(name, selection=recorded.union(selection))
+        return await self.pull(name, selection=recorded.union(_given(selection)))
 
     async def drop(
         self,
@@ -418,13 +418,21 @@ def _selection(
     if selection is not None:
         if all_checkpoints or state_only or (blocks, since, last) != (None, None, None):
             raise LocalError(ErrorCode.INVALID_REQUEST, "give either selection or the keywords that make one")
-        return selection
+        return _given(selection)
     try:
         return pull_selection(
             all_checkpoints=all_checkpoints, state_only=state_only, blocks=blocks, since=since, last=last
         )
     except BadValue as exc:
         raise LocalError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+
+
+def _given(selection: object) -> Selection:
+    """A selection the caller made (``selection=``, ``fetch``): a ``Selection`` checks itself when made
+    (``model/selection.py``); anything else is a usage error."""
+    if not isinstance(selection, Selection):
+        raise LocalError(ErrorCode.INVALID_REQUEST, f"selection must be a Selection, not {type(selection).__name__}")
+    return selection
 
 
 def _announced_url(announce: str | None, name: str, protocol: str) -> str | None:

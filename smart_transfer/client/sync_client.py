@@ -77,9 +77,29 @@ class SyncClient:
         ``Client.fetch``)."""
         return asyncio.run(self._client.fetch(name, selection))
 
-    def drop(self, name: str, **choice: Any) -> DropReport:
+    def drop(
+        self,
+        name: str,
+        *,
+        older_checkpoints: bool = False,
+        state_only: bool = False,
+        blocks: str | Range | None = None,
+        since: str | datetime | None = None,
+        last: int | None = None,
+        dry_run: bool = False,
+    ) -> DropReport:
         """Delete local object files dataset ``name`` no longer keeps (see ``Client.drop``: the keywords)."""
-        return asyncio.run(self._client.drop(name, **choice))
+        return asyncio.run(
+            self._client.drop(
+                name,
+                older_checkpoints=older_checkpoints,
+                state_only=state_only,
+                blocks=blocks,
+                since=since,
+                last=last,
+                dry_run=dry_run,
+            )
+        )
 
     def push(self, name: str, url: str | None = None, force: bool = False) -> TransferSummary:
         """Push dataset ``name`` to ``url`` or its remote (see ``Client.push``)."""

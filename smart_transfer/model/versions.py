@@ -22,6 +22,8 @@ from smart_transfer.model.selection import CheckpointChoice, Selection, SliceRan
 Range = tuple[int | None, int | None]
 _NUMBER = re.compile(r"[+-]?[0-9]+")
 _RANGE = re.compile(r"([0-9]*)-([0-9]*)|([0-9]+)")
+#: How errors name each slice range: the command line's flag and the SDK's keyword, one text for both.
+_BLOCKS, _SINCE, _LAST = "--blocks (blocks=)", "--since (since=)", "--last (last=)"
 
 
 def block_ref(text: str, what: str = "a version") -> int | Multihash:
@@ -59,36 +61,39 @@ def pull_selection(
     since: str | datetime | None = None,
     last: str | int | None = None,
     now_micros: int | None = None,
+    command: str = "pull",
 ) -> Selection:
     """What a pull moves besides the metadata, as the command line's flags and the SDK's keywords give it:
     ``all_checkpoints`` (every checkpoint's files, not only the latest's), and at most one of
     ``state_only`` (no data slices), ``blocks`` (``FIRST-LAST`` as ``number_range`` reads it, or a pair),
     ``since`` (a moment as ``config.values.moment`` reads it, UTC unless it names a zone, or an aware
     datetime; not after ``now_micros``, default now) and ``last`` (a number of records, 1 to LONG_MAX).
-    None of them: every slice. BadValue for a malformed or future value, or for two of them at once."""
+    None of them: every slice. BadValue for a malformed or future value, or for two of them at once
+    (errors name the flag and the keyword, ``--last (last=)``: the command line and the SDK read them;
+    ``command``: what takes the range, for the words)."""
     given = [flag for flag, value in _slice_flags(state_only, blocks, since, last) if value]
     if len(given) > 1:
-        raise BadValue(f"{given[0]} and {given[1]} contradict each other: a pull takes one range of slices")
+        raise BadValue(f"{given[0]} and {given[1]} contradict each other: a {command} takes one range of slices")
     checkpoints: CheckpointChoice = "all" if all_checkpoints else "latest"
     if state_only:
         return Selection(checkpoints, ())
     if blocks is not None:
-        first, last_block = number_range(blocks, "--blocks") if isinstance(blocks, str) else _pair(blocks)
+        first, last_block = number_range(blocks, _BLOCKS) if isinstance(blocks, str) else _pair(blocks)
         return Selection(checkpoints, (SliceRange(first_block=first, last_block=last_block),))
     if since is not None:
         return Selection(checkpoints, (SliceRange(since=_since(since, now_micros)),))
     if last is not None:
-        records = whole_number(last, "--last", 1, LONG_MAX) if isinstance(last, str) else _records(last)
+        records = whole_number(last, _LAST, 1, LONG_MAX) if isinstance(last, str) else _records(last)
         return Selection(checkpoints, (SliceRange(records=records),))
     return Selection(checkpoints)
 
 
 def _slice_flags(state_only: bool, blocks: object, since: object, last: object) -> tuple[tuple[str, bool], ...]:
     return (
-        ("--state-only", state_only),
-        ("--blocks", blocks is not None),
-        ("--since", since is not None),
-        ("--last", last is not None),
+        ("--state-only (state_only=)", state_only),
+        (_BLOCKS, blocks is not None),
+        (_SINCE, since is not None),
+        (_LAST, last is not None),
     )
 
 
@@ -97,27 +102,29 @@ def _pair(blocks: Range) -> Range:
     first, last = blocks
     for end in (first, last):
         if end is not None and (isinstance(end, bool) or not isinstance(end, int) or not 0 <= end <= LONG_MAX):
-            raise BadValue(f"--blocks ends must be whole numbers from 0 to {LONG_MAX} or None, not {end!r}")
+            raise BadValue(f"{_BLOCKS} ends must be whole numbers from 0 to {LONG_MAX} or None, not {end!r}")
     if first is not None and last is not None and first > last:
-        raise BadValue(f"--blocks range {first}-{last} ends before it starts")
+        raise BadValue(f"{_BLOCKS} range {first}-{last} ends before it starts")
     return first, last
 
 
 def _records(last: int) -> int:
     if isinstance(last, bool) or not isinstance(last, int) or not 1 <= last <= LONG_MAX:
-        raise BadValue(f"--last must be a whole number from 1 to {LONG_MAX}, not {last!r}")
+        raise BadValue(f"{_LAST} must be a whole number from 1 to {LONG_MAX}, not {last!r}")
     return last
 
 
 def _since(since: str | datetime, now_micros: int | None) -> int:
-    """The first microsecond ``since`` covers (a finer moment rounds up: blocks' times are whole
-    microseconds), refused when it is in the future (no block has that time yet)."""
+    """The microsecond ``since`` falls in, rounded down as blocks' times are (``sync/selection.py``
+    ``system_micros`` drops finer digits: a block at exactly ``since`` is "at or after" it; a slice a
+    little earlier in the same microsecond comes too, harmless), refused when it is in the future (no
+    block has that time yet). A moment before 1970 is 1970's first: no block is older."""
     if isinstance(since, datetime):
         if since.tzinfo is None:
-            raise BadValue("--since: a datetime must name its zone (e.g. tzinfo=timezone.utc)")
+            raise BadValue(f"{_SINCE}: a datetime must name its zone (e.g. tzinfo=timezone.utc)")
         since = since.isoformat()
-    micros = math.ceil(moment(since, "--since").nanos / 1000)
+    micros = max(0, math.floor(moment(since, _SINCE).nanos / 1000))
     now = now_micros if now_micros is not None else time.time_ns() // 1000
     if micros > now:
-        raise BadValue(f"--since {quoted(since)} is in the future: no block has that system time yet")
+        raise BadValue(f"{_SINCE} {quoted(since)} is in the future: no block has that system time yet")
     return micros

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from smart_transfer.errors import LocalError
-from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind
+from smart_transfer.model import ChainTip, Multihash, ObjectKind
 from smart_transfer.model.selection import Selection, SliceRange
 from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.reading.chain_view import chain_view
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.slices import SliceEntry
@@ -53,8 +54,8 @@ class AbsentByChoice(LocalError):
         described = ", ".join(run.describe() for run in runs)
         super().__init__(
             ErrorCode.INVALID_REQUEST,
-            f"{name}: {described} absent by choice (a partial pull or a drop); "
-            f"`smart-transfer pull {name} --blocks {first}-{last}` fetches them, or read with --fetch (SDK: fetch=)",
+            f"{name}: {described} absent by choice (a partial pull or a drop); read with --fetch (SDK: fetch=) "
+            f"to get them, or `smart-transfer pull {name}` for every slice",
         )
 
     def __str__(self) -> str:
@@ -66,9 +67,8 @@ def slices_left_out(workspace: Workspace, dataset: DatasetRepository, tip: Chain
     selection = workspace.selections.get(dataset.name)
     if selection.every_slice:
         return frozenset()
-    blocks = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)]
     # only data slices are asked about: no manifest is read, no checkpoint file is split
-    split = split_objects(blocks, {}, None, selection, tip.next_offset)
+    split = split_objects(chain_view(workspace, dataset, tip, manifests={}), selection)
     return frozenset(ref.physical_hash for ref in split.left_out if ref.kind is ObjectKind.DATA)
 
 

@@ -28,12 +28,18 @@ from smart_transfer.model.events import OFFSET_COLUMN
 from smart_transfer.model.versions import Range
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.reading.absent import AbsentByChoice, FetchAbsent, absent_runs, slices_left_out
+from smart_transfer.reading.chain_view import files_absent
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
 from smart_transfer.repo.slices import ChainSlices, SliceEntry
 
 if TYPE_CHECKING:
     import pandas
+
+    from smart_transfer.repo.compare import VersionComparison
+
+#: Slice footers a comparison reads at most (the schema at each of its two versions): each may be fetched.
+_FOOTERS_READ = 2
 
 
 def _bounds(wanted: Range, last: int, what: str, name: str) -> tuple[int, int]:
@@ -137,9 +143,9 @@ class LocalDataset:
             raise LocalError(ErrorCode.OBJECT_NOT_FOUND, f"{self.name}: {runs} still absent after fetching them")
 
     def _absent(self, entries: Sequence[SliceEntry]) -> set[Multihash]:
-        """The slices of ``entries`` absent by choice (the recorded selection is read only when one is
-        missing: a whole workspace pays a stat per slice)."""
-        missing = self._chain.dataset.objects_missing(entry.ref for entry in entries)
+        """The slices of ``entries`` absent by choice (the recorded selection is read only when one has
+        no file: a whole workspace pays a stat per slice; a short or long file is damage, ``path_of``'s)."""
+        missing = files_absent(self._chain.dataset, (entry.ref for entry in entries))
         if not missing:
             return set()
         quarantined = {ref.physical_hash for ref in missing if self._quarantined(ref.physical_hash)}
@@ -169,6 +175,27 @@ class LocalDataset:
             f"{self.name}: data slice {entry.data.physical_hash} (block {entry.sequence_number}, offsets "
             f"{entry.first_offset}-{entry.last_offset}) {why}; {_repair_advice(self.name, marked)}",
         )
+
+    def compare(self, base: str | None = None, target: str | None = None) -> VersionComparison:
+        """Compare versions ``base`` (default: block 0) and ``target`` (default: the head) of the dataset
+        (``repo/compare.py``: ``diff``'s and the web view's comparison). A slice footer it reads (the
+        schema at a version) that is absent by choice is fetched when this handle was given ``fetch`` and
+        the comparison made again, else AbsentByChoice names it; a lost one is named with how to get it
+        back. Raises VersionError for a version that is none, or names no block of the chain."""
+        from smart_transfer.repo.compare import compare_versions
+        from smart_transfer.storage import ObjectNotFound
+
+        dataset = self._chain.dataset
+        for _ in range(_FOOTERS_READ):
+            try:
+                return compare_versions(dataset, dataset.require_tip(), base, target)
+            except ObjectNotFound as exc:
+                entries = [entry for entry in self.slices() if dataset.object_key(entry.ref) == exc.key]
+                if not entries:
+                    raise  # not a slice: the store's own message
+                self.require(entries)  # absent by choice: fetched, or AbsentByChoice naming it
+                self.path_of(entries[0])  # lost: named, with how to get it back
+        return compare_versions(dataset, dataset.require_tip(), base, target)
 
     # -- rows ------------------------------------------------------------------------------------
 

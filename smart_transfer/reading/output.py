@@ -29,6 +29,7 @@ from typing import IO
 
 from smart_transfer.errors import LocalError
 from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.storage.durable import sync_directory
 
 
 class OutputError(OSError):
@@ -132,7 +133,7 @@ def _replacing(path: str, target: Path, mode: int, kept: int | None) -> Iterator
             os.fsync(sink.fileno())
         with _guarded(path):
             os.replace(temp, target)
-        _sync_directory(target.parent)
+        sync_directory(target.parent)
     finally:
         with contextlib.suppress(OSError):
             temp.unlink()
@@ -160,16 +161,6 @@ def _complete(sink: IO[bytes]) -> None:
     sink.flush()
     if stat.S_ISREG(os.fstat(sink.fileno()).st_mode):
         os.fsync(sink.fileno())
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (best effort: some file systems refuse to sync one)."""
-    with contextlib.suppress(OSError):
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
 
 
 @contextlib.contextmanager

@@ -7,14 +7,13 @@ would call every absent file lost. No record: the workspace holds everything (pu
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 
 import msgspec
 
 from smart_transfer.model.selection import EVERYTHING, Selection
 from smart_transfer.repo.errors import RepositoryError
+from smart_transfer.storage.durable import replace_durably
 
 
 class SelectionRecords:
@@ -37,10 +36,11 @@ class SelectionRecords:
             raise RepositoryError(f"{path}: not a selection record ({exc}); remove it and pull again") from None
 
     def set(self, name: str, selection: Selection) -> None:
-        """Record ``selection`` for ``name`` (a new file renamed over the old: a crash leaves one whole)."""
+        """Record ``selection`` for ``name`` (a new file, synced, renamed over the old, the directory synced:
+        a crash or a power cut leaves one whole)."""
         if self.get(name) == selection:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        staged = self.directory / f".{name}.{secrets.token_hex(4)}"
-        staged.write_bytes(msgspec.json.encode(selection))
-        os.replace(staged, self.directory / name)
+        # durable before it returns: a drop deletes files once the narrower record is, and a power cut
+        # must not keep the deletes and lose the record (the files would be called lost)
+        replace_durably(self.directory / name, msgspec.json.encode(selection))

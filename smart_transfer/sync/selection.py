@@ -6,7 +6,7 @@ are chosen."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from msgspec import Struct
@@ -15,7 +15,7 @@ from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, Obje
 from smart_transfer.model.events import AddData
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.objects import referenced_objects
-from smart_transfer.model.selection import Selection, SliceFacts, SliceRange
+from smart_transfer.model.selection import EVERYTHING, Selection, SliceFacts, SliceRange
 
 _EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
@@ -49,33 +49,49 @@ def system_micros(text: str) -> int:
     return (whole - _EPOCH) // _MICROSECOND + int((digits + "000000")[:6])
 
 
-def split_objects(
-    blocks: Iterable[NewBlock],
-    manifests: Mapping[Multihash, CheckpointManifest],
-    latest: Multihash | None,
-    selection: Selection,
-    next_offset: int | None = None,
-) -> ObjectSplit:
-    """Split what ``blocks`` reference (slices and checkpoint manifests) and the pages and files of each
-    checkpoint whose manifest is in ``manifests``. ``latest``: the manifest hash of the checkpoint a
-    reader restores (its files are always wanted). ``next_offset``: the offset after the head's last
-    record (default: after the last slice of ``blocks``), what "the last N records" counts back from.
-    An object shared by a wanted slice or checkpoint is wanted."""
-    items = list(blocks)
+class ChainView(Struct, frozen=True):
+    """A chain as the one rule sees it: every caller that classifies objects (a pull, verify, status, the
+    reads, a drop) builds one and asks ``split_objects``; none assembles the rule's inputs its own way.
+
+    ``blocks``: the chain's blocks (oldest first; from block 0 for a whole chain). ``manifests``: the
+    checkpoints whose pages and files are split (one not given is left alone). ``latest``: the manifest
+    hash of the checkpoint a reader restores (its files are always wanted). ``next_offset``: the offset
+    after the head's last record, what "the last N records" counts back from (None: after the last slice
+    of ``blocks``). ``unpushed_from``: the sequence number of the first block no remote holds as far as
+    the workspace knows (after the remote head it last synced; 0: no remote holds any): the objects of
+    that block and later ones exist nowhere else, so every selection wants them (a missing one is lost,
+    never absent by choice, and never dropped). None: every block is on the remote (a pull's chain)."""
+
+    blocks: list[NewBlock]
+    manifests: Mapping[Multihash, CheckpointManifest] = {}
+    latest: Multihash | None = None
+    next_offset: int | None = None
+    unpushed_from: int | None = None
+
+
+def split_objects(chain: ChainView, selection: Selection) -> ObjectSplit:
+    """Split what ``chain``'s blocks reference (slices and checkpoint manifests) and the pages and files of
+    each checkpoint whose manifest it gives, by ``selection``. An object shared by a wanted slice or
+    checkpoint is wanted; so is every object of a block after the remote head (``ChainView``)."""
     wanted: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
     chosen_out: dict[tuple[ObjectKind, Multihash], ObjectRef] = {}
-    _split_slices(items, selection, next_offset, wanted, chosen_out)
+    _split_slices(chain.blocks, selection, chain.next_offset, wanted, chosen_out)
     for ref in list(wanted.values()):
-        manifest = manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
+        manifest = chain.manifests.get(ref.physical_hash) if ref.kind is ObjectKind.CHECKPOINT else None
         if manifest is not None:
-            chosen = selection.checkpoints == "all" or ref.physical_hash == latest
+            chosen = selection.checkpoints == "all" or ref.physical_hash == chain.latest
             _split_checkpoint(manifest, chosen, wanted, chosen_out)
+    if chain.unpushed_from is not None:
+        unpushed = [item for item in chain.blocks if item.block.sequence_number >= chain.unpushed_from]
+        if unpushed:  # only here: every one of their objects wanted, a checkpoint's files too
+            every = split_objects(ChainView(unpushed, chain.manifests, chain.latest), EVERYTHING)
+            wanted.update(((ref.kind, ref.physical_hash), ref) for ref in every.wanted)
     left_out = [ref for key, ref in chosen_out.items() if key not in wanted]
     return ObjectSplit(list(wanted.values()), left_out)
 
 
 def _split_slices(
-    items: list[NewBlock],
+    items: Sequence[NewBlock],
     selection: Selection,
     next_offset: int | None,
     wanted: dict[tuple[ObjectKind, Multihash], ObjectRef],
@@ -119,15 +135,16 @@ def bundle_next_offset(blocks: Iterable[NewBlock], base: ChainTip | None) -> int
     return base.next_offset if base is not None else 0
 
 
-def range_past_head(selection: Selection, head_sequence: int | None) -> str | None:
+def range_past_head(selection: Selection, head_sequence: int | None, command: str = "pull") -> str | None:
     """Why ``selection`` names blocks the chain (head at ``head_sequence``; None: an empty chain) does not
     have (a range by blocks that ends, or starts, past the head), or None: a pull refuses such a range
-    once the server sent the chain, before it moves or records anything."""
+    once the server sent the chain, before it moves or records anything, a drop before it records or
+    deletes anything (``command`` names which, in the words)."""
     for part in selection.slices or ():
         end = part.last_block if part.last_block is not None else part.first_block
         if end is not None and (head_sequence is None or end > head_sequence):
             head = "an empty chain" if head_sequence is None else f"the head is block {head_sequence}"
-            return f"blocks {_written(part)} reach past the head ({head}); pull a range up to it"
+            return f"blocks {_written(part)} reach past the head ({head}); {command} a range up to it"
     return None
 
 

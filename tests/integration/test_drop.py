@@ -21,7 +21,7 @@ from smart_transfer.storage import StorageUnavailable
 from smart_transfer.storage.local import LocalStore
 from tests.conftest import ServerProcess, run_cli, summary
 from tests.integration.test_follow import Follower
-from tests.integration.test_partial_checkpoints import _files, _pushed
+from tests.integration.test_partial_checkpoints import _checkpoints, _files, _pushed
 from tests.integration.test_read import one_line_error, tail
 from tests.slices import add_slices
 
@@ -162,11 +162,13 @@ def test_bad_drops_change_nothing(smart_server: ServerProcess, dataset_name: str
     files = _objects(b)
     one_line_error(run_cli("drop", dataset_name, workspace=b), 2, "say what to keep")
     one_line_error(
-        run_cli("drop", dataset_name, "--last", "5", "--blocks", "1-2", workspace=b), 2, "contradict each other"
+        run_cli("drop", dataset_name, "--last", "5", "--blocks", "1-2", workspace=b), 2, "contradict each other: a drop"
     )
     one_line_error(run_cli("drop", dataset_name, "--blocks", "4-2", workspace=b), 2, "ends before it starts")
     one_line_error(run_cli("drop", dataset_name, "--since", "2999-01-01", workspace=b), 2, "in the future")
-    one_line_error(run_cli("drop", dataset_name, "--last", "x", workspace=b), 2, "--last must be a whole number")
+    one_line_error(run_cli("drop", dataset_name, "--last", "x", workspace=b), 2, "--last (last=) must be a whole")
+    # a range past the head is refused as a pull refuses it (it would drop every slice and record that)
+    one_line_error(run_cli("drop", dataset_name, "--blocks", "50-60", workspace=b), 2, "reach past the head")
     one_line_error(run_cli("drop", "no-such", "--last", "5", workspace=b), 1, "no-such")
     add_slices(b, "local-only", tmp_path / "local", [10])
     one_line_error(run_cli("drop", "local-only", "--state-only", workspace=b), 2, "has no remote")
@@ -208,3 +210,31 @@ def test_a_follower_of_the_last_records_keeps_its_disk_bounded(
     assert counts == [2] * 6
     assert _slices_missing(reader, dataset_name) == 9 - 2
     assert _verified(reader, dataset_name) == 7
+
+
+def test_a_plain_follower_keeps_only_the_latest_checkpoints_files(
+    smart_server: ServerProcess, dataset_name: str, tmp_path: Path
+) -> None:
+    url = f"{smart_server.url}/{dataset_name}"
+    reader = tmp_path / "reader"
+    with Workspace(tmp_path / "a") as a:
+        stored = _pushed(a, dataset_name, url, tmp_path / "c", 1, "smart")
+        head = str(a.dataset(dataset_name).require_tip().head)
+    follower = Follower(url, reader)  # every slice, the latest checkpoint's files: the default
+    try:
+        follower.wait_for_head(head)
+        for round_ in range(3):
+            with Workspace(tmp_path / "a") as a:
+                stored += _checkpoints(a, dataset_name, tmp_path / "c", 1, f"round{round_}-")  # new files each
+                with SyncClient(a) as client:
+                    head = str(client.push(dataset_name, url).new_head)
+            follower.wait_for_head(head)
+            with Workspace(reader, read_only=True) as held:
+                dataset = held.dataset(dataset_name)
+                # the previous latest checkpoint's files went once the update came (the server holds them)
+                assert dataset.objects_missing(_files(stored[-2])) == _files(stored[-2])
+                assert dataset.objects_missing(_files(stored[-1])) == []
+        assert follower.interrupt() == 0, "".join(follower.errors)
+    finally:
+        follower.kill()
+    assert _verified(reader, dataset_name) == sum(len(_files(old)) for old in stored[:-1])

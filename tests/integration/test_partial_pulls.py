@@ -137,15 +137,18 @@ def test_a_state_only_workspace_continues_from_its_checkpoint_and_pushes(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--state-only", "--blocks", "1-2"], "--state-only and --blocks contradict each other"),
-        (["--last", "5", "--since", "2026-01-01"], "--since and --last contradict each other"),
+        (
+            ["--state-only", "--blocks", "1-2"],
+            "--state-only (state_only=) and --blocks (blocks=) contradict each other: a pull takes one",
+        ),
+        (["--last", "5", "--since", "2026-01-01"], "--since (since=) and --last (last=) contradict each other"),
         (["--blocks", "5-3"], "ends before it starts"),
         (["--blocks", "x-"], "not --blocks"),
         (["--since", "2999-01-01"], "in the future"),
-        (["--since", "2026-13-01"], "--since must be a date and time"),
+        (["--since", "2026-13-01"], "--since (since=) must be a date and time"),
         (["--last", "0"], "out of range"),
         (["--last", "9223372036854775808"], "out of range"),
-        (["--last", "ten"], "--last must be a whole number"),
+        (["--last", "ten"], "--last (last=) must be a whole number"),
     ],
 )
 def test_bad_or_contradicting_choices_exit_2_and_create_nothing(

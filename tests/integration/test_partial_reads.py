@@ -53,12 +53,15 @@ def test_reads_of_a_partial_workspace_name_what_is_absent_and_fetch_it_when_aske
     before = b.joinpath("selections").exists(), _slices_missing(b, dataset_name)
     result = run_cli("tail", dataset_name, "-n", "150", workspace=b)
     one_line_error(result, 2, f"{dataset_name}: block 4 (offsets 300-399) absent by choice")
-    assert f"`smart-transfer pull {dataset_name} --blocks 4-4` fetches them, or read with --fetch" in result.stderr
+    # the way out never replaces the recorded range: a fetch on the read, or a pull of every slice
+    assert f"read with --fetch (SDK: fetch=) to get them, or `smart-transfer pull {dataset_name}` for every" in (
+        result.stderr
+    )
     out = tmp_path / "out"
     out.mkdir()
     everything = run_cli("export", dataset_name, str(out / "all.csv"), workspace=b)
     one_line_error(everything, 2, "blocks 1-4 (offsets 0-399) absent by choice")
-    assert f"pull {dataset_name} --blocks 1-4" in everything.stderr
+    assert "--blocks" not in everything.stderr
     assert list(out.iterdir()) == []  # nothing written
     with Workspace(b, read_only=True) as opened:
         assert opened.selections.get(dataset_name) == LAST_SLICE  # nothing changed
@@ -109,6 +112,12 @@ def test_diff_of_a_state_only_workspace_fetches_the_footer_it_needs_when_asked(
     assert _slices_missing(b, dataset_name) == 3  # blocks 1 and 2: the footers of both versions
     report, _ = verify_local(Workspace(b, read_only=True), dataset_name)
     assert report.ok and report.absent_objects == 3
+    # the SDK compares alike (the decision is the reader's, not the command's): absent, or fetched
+    with pytest.raises(AbsentByChoice, match="block 3"), open_dataset(b, dataset_name) as dataset:
+        dataset.compare("2", "3")
+    with SyncClient(b) as client:
+        compared = client.dataset(dataset_name, fetch=True).compare("2", "3")
+    assert compared.to_dict()["records"] == 100 and _slices_missing(b, dataset_name) == 2
 
 
 def test_a_lost_slice_is_still_lost_in_a_partial_workspace(

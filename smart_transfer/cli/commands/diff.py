@@ -31,8 +31,6 @@ def _field(column: DataField | None) -> str:
     return f"{column.type}{'' if column.nullable else ' NOT NULL'}"
 
 
-#: Slice footers a comparison reads at most (the schema at each of its two versions): each may be fetched.
-FOOTERS_READ = 2
 #: Where a version's schema comes from, as the text says it (repo/compare.py's schema_sources).
 SCHEMA_SOURCES = {"recorded": "SetDataSchema", "footer": "slice footer", "": "none"}
 
@@ -92,24 +90,9 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def _compare(workspace: Workspace, args: argparse.Namespace, fetch: FetchAbsent | None) -> VersionComparison:
-    """The comparison; a slice footer it reads that is absent by choice (a partial workspace) is fetched
-    and the comparison made again, or named with the pull that gets it (``LocalDataset.require``)."""
     from smart_transfer.reading.dataset import LocalDataset
-    from smart_transfer.repo.compare import compare_versions
-    from smart_transfer.storage import ObjectNotFound
 
-    reader = LocalDataset(workspace, args.dataset, fetch=fetch)
-    dataset = reader.workspace.dataset(reader.name)
-    for _ in range(FOOTERS_READ):
-        try:
-            return compare_versions(dataset, dataset.require_tip(), args.base, args.target)
-        except ObjectNotFound as exc:
-            entries = [e for e in reader.slices() if dataset.object_key(e.ref) == exc.key]
-            if not entries:
-                raise  # not a slice: the store's own message
-            reader.require(entries)  # absent by choice: fetched, or AbsentByChoice naming it
-            reader.path_of(entries[0])  # lost: named, with how to get it back
-    return compare_versions(dataset, dataset.require_tip(), args.base, args.target)
+    return LocalDataset(workspace, args.dataset, fetch=fetch).compare(args.base, args.target)
 
 
 def register(commands: Commands) -> None:

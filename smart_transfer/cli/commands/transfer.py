@@ -264,7 +264,9 @@ def _register_pull(commands: Commands) -> None:
         "--follow",
         action="store_true",
         help="stay in sync: after catching up, keep the session open and pull every new head as it is pushed, "
-        "one line per update, until Ctrl-C (smart protocol only)",
+        "one line per update, until Ctrl-C (smart protocol only); after each update the files that fell out of "
+        "the choice are dropped, so the disk stays bounded: slices outside a range, and the previous latest "
+        "checkpoint's files unless --all-checkpoints (only what the server holds)",
     )
     pull.add_argument(
         "--announce",

@@ -17,19 +17,17 @@ from functools import partial
 import msgspec
 from msgspec import Struct
 
-from smart_transfer.checkpoint.slot import CheckpointSlot, latest_checkpoint
-from smart_transfer.client.inspection.holdings import readable_manifests
 from smart_transfer.config.values import BadValue
 from smart_transfer.errors import LocalError, sdk_errors
-from smart_transfer.model import ChainTip, DatasetName, Multihash, NewBlock, ObjectKind, ObjectRef
-from smart_transfer.model.manifest import CheckpointManifest
-from smart_transfer.model.selection import CheckpointChoice, Selection
+from smart_transfer.model import DatasetName, ObjectKind, ObjectRef
+from smart_transfer.model.selection import EVERYTHING, CheckpointChoice, Selection
 from smart_transfer.model.versions import Range, pull_selection
 from smart_transfer.protocol.codes import ErrorCode
+from smart_transfer.reading.chain_view import chain_view, files_absent, synced_through
 from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.drop import droppable
-from smart_transfer.sync.selection import ObjectSplit, split_objects
+from smart_transfer.sync.selection import ChainView, range_past_head, split_objects
 
 
 class DropReport(Struct):
@@ -61,15 +59,6 @@ class DropReport(Struct):
         return f"{self.dataset}: {verb} {self.objects} object(s), {self.bytes} bytes{kept}"
 
 
-class _Chain(Struct, frozen=True):
-    """What a drop decides from: the chain's blocks, readable manifests and the checkpoint a reader restores."""
-
-    blocks: list[NewBlock]
-    manifests: dict[Multihash, CheckpointManifest]
-    latest: Multihash | None
-    next_offset: int
-
-
 def drop(
     workspace: Workspace, name: str, selection: Selection, *, dry_run: bool = False, remote: str | None = None
 ) -> DropReport:
@@ -77,26 +66,24 @@ def drop(
     recording ``selection`` first (see the module docstring). ``dry_run``: only say what would go; ``remote``:
     the URL whose last synced head the server holds (default: the dataset's remote). Raises
     LocalError (a usage error, nothing changed) for an unknown dataset, one with no remote or whose remote
-    head is not on the local chain, a workspace open read-only, or a selection that wants what the
-    workspace left out by choice (a drop only narrows: pull first)."""
+    head is not on the local chain, a workspace open read-only, blocks past the head, or a selection that
+    wants what the workspace left out by choice (a drop only narrows: pull first)."""
     with sdk_errors():
         dataset = workspace.dataset(str(DatasetName(name)))
         tip = dataset.require_tip()
         if not dataset.writable:
             raise LocalError(ErrorCode.INVALID_REQUEST, f"{name}: a drop needs the workspace open for writing")
-        pushed_through = _pushed_through(dataset, remote or workspace.remotes.get(dataset.name))
-        blocks = [
-            NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)
-        ]
-        latest = latest_checkpoint(blocks) or CheckpointSlot(workspace.root, dataset.name).current_hash()
-        chain = _Chain(blocks, readable_manifests(dataset, blocks), latest, tip.next_offset)
-        recorded = workspace.selections.get(dataset.name)
-        _refuse_widening(dataset, chain, recorded, selection)
-        left_out = _split(chain, selection).left_out
-        going = droppable(chain.blocks, chain.manifests, chain.latest, selection, chain.next_offset, pushed_through)
-        present = _present(dataset, going)
+        url = remote or workspace.remotes.get(dataset.name)
+        _require_synced(workspace, dataset, url)
+        reason = range_past_head(selection, tip.sequence_number, "drop")
+        if reason is not None:
+            raise LocalError(ErrorCode.INVALID_REQUEST, f"{dataset.name}: {reason}")
+        chain = chain_view(workspace, dataset, tip, remote=url)
+        _refuse_widening(dataset, chain, workspace.selections.get(dataset.name), selection)
+        split = droppable(chain, selection)
+        present = _present(dataset, split.going)
         report = DropReport(dataset.name, selection, dry_run, len(present), sum(ref.size for ref in present))
-        report.kept_for_push = len(_present(dataset, left_out)) - len(present)
+        report.kept_for_push = len(_present(dataset, split.kept_for_push))
         if dry_run:
             return report
         workspace.selections.set(dataset.name, selection)  # first: a crash never leaves a wanted file missing
@@ -105,47 +92,32 @@ def drop(
     return report
 
 
-def _chain(workspace: Workspace, dataset: DatasetRepository, tip: ChainTip) -> _Chain:
-    """The committed chain up to ``tip``, decoded, with what the rule needs of it."""
-    blocks = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)]
-    latest = latest_checkpoint(blocks) or CheckpointSlot(workspace.root, dataset.name).current_hash()
-    return _Chain(blocks, readable_manifests(dataset, blocks), latest, tip.next_offset)
-
-
-def _split(chain: _Chain, selection: Selection) -> ObjectSplit:
-    """The one rule on the chain (``sync/selection.py``)."""
-    return split_objects(chain.blocks, chain.manifests, chain.latest, selection, chain.next_offset)
-
-
 def _present(dataset: DatasetRepository, refs: list[ObjectRef]) -> list[ObjectRef]:
     missing = {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(refs)}
     return [ref for ref in refs if (ref.kind, ref.physical_hash) not in missing]
 
 
-def _pushed_through(dataset: DatasetRepository, url: str | None) -> int:
-    """The sequence number of the head of remote ``url`` as the workspace last synced it: what the server
-    holds."""
+def _require_synced(workspace: Workspace, dataset: DatasetRepository, url: str | None) -> None:
+    """Refuse a drop that cannot know what the server holds: no remote, or a remote head (as last synced)
+    that is not on the local chain."""
     if url is None:
         raise LocalError(
             ErrorCode.INVALID_REQUEST,
             f"{dataset.name} has no remote: this workspace's copy is the only one, so nothing of it is dropped",
         )
-    head = dataset.remote_head(url)
-    seq = dataset.sequence_of(head) if head is not None else None
-    if seq is None:
+    if synced_through(workspace, dataset, url) is None:
         raise LocalError(
             ErrorCode.INVALID_REQUEST,
             f"{dataset.name}: the head of its remote {url} is not on the local chain (never synced, or the histories "
             "diverged); pull or push first, so a drop knows what the server holds",
         )
-    return seq
 
 
-def _refuse_widening(dataset: DatasetRepository, chain: _Chain, recorded: Selection, selection: Selection) -> None:
+def _refuse_widening(dataset: DatasetRepository, chain: ChainView, recorded: Selection, selection: Selection) -> None:
     """Refuse a selection that wants objects the workspace lacks by choice: recording it would call them lost."""
-    wanted = {(ref.kind, ref.physical_hash) for ref in _split(chain, selection).wanted}
-    absent = dataset.objects_missing(
-        ref for ref in _split(chain, recorded).left_out if (ref.kind, ref.physical_hash) in wanted
+    wanted = {(ref.kind, ref.physical_hash) for ref in split_objects(chain, selection).wanted}
+    absent = files_absent(
+        dataset, (ref for ref in split_objects(chain, recorded).left_out if (ref.kind, ref.physical_hash) in wanted)
     )
     if absent:
         slices = sum(1 for ref in absent if ref.kind is ObjectKind.DATA)
@@ -171,23 +143,25 @@ def drop_selection(
     recorded range, ``older_checkpoints`` keeps only the latest checkpoint's files; what is not named
     stays as recorded. LocalError (a usage error) when nothing or two ranges are named."""
     try:
-        asked = pull_selection(state_only=state_only, blocks=blocks, since=since, last=last)
+        asked = pull_selection(state_only=state_only, blocks=blocks, since=since, last=last, command="drop")
     except BadValue as exc:
         raise LocalError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     ranged = state_only or (blocks, since, last) != (None, None, None)
     if not ranged and not older_checkpoints:
         raise LocalError(
             ErrorCode.INVALID_REQUEST,
-            "say what to keep: --state-only, --blocks, --since or --last (data slices), or --older-checkpoints",
+            "say what to keep: --state-only, --blocks, --since or --last (data slices), or --older-checkpoints "
+            "(SDK: state_only=, blocks=, since=, last=, older_checkpoints=)",
         )
     checkpoints: CheckpointChoice = "latest" if older_checkpoints else recorded.checkpoints
     return Selection(checkpoints, asked.slices if ranged else recorded.slices)
 
 
 async def keep_bounded(workspace: Workspace, name: str, selection: Selection, remote: str) -> DropReport | None:
-    """After an update of a follower of a range (``pull --follow --last N``, ``--state-only``...): drop the
-    files that fell out of the range, so its disk stays bounded (None: a follower of every slice keeps what
-    it pulls, as a pull does). ``remote``: the URL it follows."""
-    if selection.every_slice:
+    """After an update of a follower: drop the files that fell out of what it follows (a range of slices:
+    ``pull --follow --last N``, ``--state-only``...; and the previous latest checkpoint's files, unless it
+    follows with ``--all-checkpoints``), so its disk stays bounded (None: a follower of everything keeps
+    what it pulls). Only what the server holds goes (``drop``). ``remote``: the URL it follows."""
+    if selection == EVERYTHING:
         return None
     return await asyncio.to_thread(partial(drop, remote=remote), workspace, name, selection)

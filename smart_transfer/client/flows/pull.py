@@ -14,7 +14,6 @@ from functools import partial
 from smart_transfer.checkpoint.files import store_manifest
 from smart_transfer.checkpoint.slot import CheckpointSlot, install_checked, install_latest, latest_checkpoint
 from smart_transfer.client.flows.chain import local_chain
-from smart_transfer.client.flows.drop import keep_bounded
 from smart_transfer.client.flows.job import FlowJob
 from smart_transfer.client.flows.moving import KeepAlive, Meter, TransferSummary, move_objects, watched
 from smart_transfer.client.flows.objects import download, download_from
@@ -31,7 +30,7 @@ from smart_transfer.repo import RepositoryError, Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.attach import attach
 from smart_transfer.sync.heads import local_ahead
-from smart_transfer.sync.selection import bundle_next_offset, range_past_head, split_objects
+from smart_transfer.sync.selection import ChainView, bundle_next_offset, range_past_head, split_objects
 
 
 def _diverged(name: str) -> DivergedError:
@@ -69,7 +68,8 @@ def _repairs(
     checkpoint a reader restores; ``next_offset``: the new head's, for "the last N records") and that are
     not (whole) in the workspace (e.g. moved to quarantine by
     verify, or left out by a narrower selection before): the pull fetches them. Looked for only when
-    ``check`` (a loss is known, see ``repo.lost``, or the selection widened); a whole chain's objects
+    ``check`` (a loss is known, see ``repo.lost``, the selection widened, or the pull rewinds: "the last
+    N records" of an older head reach back into the kept chain); a whole chain's objects
     are otherwise present. Also whether that is all: not when a lost manifest or page hides files the
     next pull finds."""
     if base is None or not check:
@@ -89,7 +89,7 @@ def _repairs(
             manifests[ref.physical_hash] = dataset.read_manifest(ref)
         except RepositoryError:
             lost.update((r.physical_hash, r) for r in _lost_pages(dataset, ref))
-    wanted = split_objects(kept, manifests, latest, selection, next_offset).wanted
+    wanted = split_objects(ChainView(kept, manifests, latest, next_offset), selection).wanted
     return dataset.objects_missing(wanted) + list(lost.values()), not (hidden or lost)
 
 
@@ -125,6 +125,9 @@ async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], sto
     calling ``on_update`` with the summary of every pull (the first one included), until ``stop`` is
     set. Each increment is a whole pull: verified, committed by compare-and-swap, resumable; a follower of a
     range of slices then drops the files that fell out of it (``drop.keep_bounded``)."""
+    # the drop's rule reads the local chain (smart_transfer.reading): loaded once the session is open
+    from smart_transfer.client.flows.drop import keep_bounded
+
     async with job.transport.pull(job.remote) as channel:
         while True:
             summary, _ = await _increment(job, channel)
@@ -165,12 +168,16 @@ async def _pull_increment(job: FlowJob, channel: PullChannel) -> tuple[TransferS
     except SmartTransferError as exc:
         if exc.code is ErrorCode.DIVERGED and isinstance(exc.details, DivergedDetails):
             if local_ahead(local.contains, local.head, exc.details.remote_head):
+                await _fill_behind(job, Multihash.parse(exc.details.remote_head), summary)  # in a new session
                 return _local_ahead(summary), False
             raise _diverged(dataset.name) from None
         raise
     if job.tools.heap is not None:
         job.tools.heap.hold()
     if local_ahead(local.contains, local.head, start.head):
+        base = await asyncio.to_thread(dataset.chain_tip_at, start.head)
+        if base is not None and not start.bundle.blocks:
+            await _objects_behind(job, channel, start, base, summary)
         return _local_ahead(summary), True
     # checks, downloads and the local commit take time: keep the session alive meanwhile
     async with KeepAlive(channel, job.settings.keepalive_interval) as beat:
@@ -179,15 +186,40 @@ async def _pull_increment(job: FlowJob, channel: PullChannel) -> tuple[TransferS
     return summary, True
 
 
-def _check_range(job: FlowJob, blocks: list[NewBlock]) -> None:
-    """Refuse a range by blocks that reaches past the remote head (known only now that the chain came),
-    before anything is moved or recorded."""
-    if not job.selection.slices:
-        return
-    tip = blocks[-1].block if blocks else job.dataset.tip()  # no blocks came: the local head is the remote's
-    reason = range_past_head(job.selection, tip.sequence_number if tip is not None else None)
+def _check_range(job: FlowJob, head_sequence: int | None) -> None:
+    """Refuse a range by blocks that reaches past the head (``head_sequence``: the remote's, known only now
+    that the chain came), before anything is moved or recorded."""
+    reason = range_past_head(job.selection, head_sequence)
     if reason is not None:
         raise LocalError(ErrorCode.INVALID_REQUEST, f"{job.dataset.name}: {reason}")
+
+
+async def _fill_behind(job: FlowJob, remote_head: Multihash, summary: TransferSummary) -> None:
+    """The local chain is ahead of the remote (whose head, ``remote_head``, is on it): still fetch what the
+    selection wants of the common chain up to that head (the server signs those objects: they are
+    committed there), in a new session offering that head as the local one. A remote that moved
+    meanwhile sends blocks: nothing is fetched (the next pull sees where the chains stand)."""
+    base = await asyncio.to_thread(job.dataset.chain_tip_at, remote_head)
+    if base is None:
+        return
+    offered = await asyncio.to_thread(local_chain, job.dataset, base)
+    async with job.transport.pull(job.remote) as channel:
+        start = await channel.start(offered, False, job.announce)
+        if start.head == remote_head and not start.bundle.blocks:
+            await _objects_behind(job, channel, start, base, summary)
+        await channel.finish()
+
+
+async def _objects_behind(
+    job: FlowJob, channel: PullChannel, start: PullStart, base: ChainTip, summary: TransferSummary
+) -> None:
+    """The object phase of a pull on the common chain up to the remote head ``base`` (the local chain goes
+    on past it): what the selection wants of it and the workspace lacks (``_repairs``); no block moves,
+    the local head stays. The blocks after ``base`` stay whole whatever the selection (``ChainView``)."""
+    async with KeepAlive(channel, job.settings.keepalive_interval) as beat:
+        await _move_objects(job, beat, start, base, summary)
+    await asyncio.to_thread(job.workspace.selections.set, job.dataset.name, job.selection)
+    await asyncio.to_thread(job.dataset.set_remote_head, summary.remote, base.head)
 
 
 def _local_ahead(summary: TransferSummary) -> TransferSummary:
@@ -199,13 +231,33 @@ def _local_ahead(summary: TransferSummary) -> TransferSummary:
 async def _fetch_objects(
     job: FlowJob, beat: KeepAlive, start: PullStart, base: ChainTip | None, summary: TransferSummary
 ) -> None:
-    dataset, workspace = job.dataset, job.workspace
-    bundle = start.bundle
+    dataset, workspace, bundle = job.dataset, job.workspace, start.bundle
+    loss, settled = await _move_objects(job, beat, start, base, summary)
+    new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
+    await asyncio.to_thread(workspace.selections.set, dataset.name, job.selection)
+    if loss and settled:
+        # the installed checkpoint's linked files may be the damaged ones: checked, installed again if so
+        await asyncio.to_thread(install_checked, workspace.root, dataset)
+        workspace.lost.clear(dataset.name, loss)
+    summary.new_head = str(new_tip.head) if new_tip is not None else summary.old_head
+    summary.blocks = len(bundle.blocks)
+    summary.up_to_date = not bundle.blocks
+    if new_tip is not None:
+        await asyncio.to_thread(dataset.set_remote_head, summary.remote, new_tip.head)
+
+
+async def _move_objects(
+    job: FlowJob, beat: KeepAlive, start: PullStart, base: ChainTip | None, summary: TransferSummary
+) -> tuple[frozenset[str], bool]:
+    """Store the pulled blocks (invisible until the commit) and move the objects the selection wants that
+    the workspace lacks: those of the new blocks, and repairs on the kept chain up to ``base``. Returns
+    the loss marks seen and whether the repairs are all there is (see ``_repairs``)."""
+    dataset, workspace, bundle = job.dataset, job.workspace, start.bundle
     # the checkpoint install_latest makes current: its files are moved, older ones' only when selected
     latest = latest_checkpoint(bundle.blocks)
-    _check_range(job, bundle.blocks)
+    _check_range(job, bundle.blocks[-1].block.sequence_number if bundle.blocks else _sequence(base))
     next_offset = bundle_next_offset(bundle.blocks, base)
-    refs = split_objects(bundle.blocks, bundle.manifests, latest, job.selection, next_offset).wanted
+    refs = split_objects(ChainView(bundle.blocks, bundle.manifests, latest, next_offset), job.selection).wanted
     recorded = await asyncio.to_thread(workspace.selections.get, dataset.name)
     # until head moves the old chain is the committed one: record what both chains hold everything of
     await asyncio.to_thread(workspace.selections.set, dataset.name, recorded.narrower(job.selection))
@@ -215,7 +267,8 @@ async def _fetch_objects(
         await asyncio.to_thread(_store_manifests, dataset, bundle.manifests.values())
         missing = await asyncio.to_thread(dataset.objects_missing, refs)
         loss = workspace.lost.seen(dataset.name)
-        check = bool(loss) or recorded.narrower(job.selection) != job.selection  # a loss, or a wider selection
+        rewinds = base is not None and str(base.head) != summary.old_head  # older "last N": the kept chain
+        check = bool(loss) or rewinds or recorded.narrower(job.selection) != job.selection  # or wider
         kept_latest = latest or CheckpointSlot(workspace.root, dataset.name).current_hash()
         repairs, settled = await asyncio.to_thread(
             _repairs, dataset, base, check, job.selection, kept_latest, next_offset
@@ -232,17 +285,11 @@ async def _fetch_objects(
         summary.bytes_transferred += summary.bytes_from_peers
     finally:
         await writing
-    new_tip = await asyncio.to_thread(_commit_pulled, workspace, dataset, start, base, summary.old_head)
-    await asyncio.to_thread(workspace.selections.set, dataset.name, job.selection)
-    if loss and settled:
-        # the installed checkpoint's linked files may be the damaged ones: checked, installed again if so
-        await asyncio.to_thread(install_checked, workspace.root, dataset)
-        workspace.lost.clear(dataset.name, loss)
-    summary.new_head = str(new_tip.head) if new_tip is not None else summary.old_head
-    summary.blocks = len(bundle.blocks)
-    summary.up_to_date = not bundle.blocks
-    if new_tip is not None:
-        await asyncio.to_thread(dataset.set_remote_head, summary.remote, new_tip.head)
+    return loss, settled
+
+
+def _sequence(tip: ChainTip | None) -> int | None:
+    return tip.sequence_number if tip is not None else None
 
 
 async def _from_peers(

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from smart_transfer.checkpoint.slot import latest_checkpoint
-from smart_transfer.model import Multihash, NewBlock, ObjectKind, ObjectRef, checkpoint_refs
+from smart_transfer.model import ChainTip, Multihash, NewBlock, ObjectKind, ObjectRef
 from smart_transfer.model.manifest import CheckpointManifest
 from smart_transfer.model.selection import EVERYTHING
-from smart_transfer.repo import RepositoryError, Workspace
+from smart_transfer.reading.chain_view import chain_view, files_absent
+from smart_transfer.repo import Workspace
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.sync.selection import split_objects
 
@@ -53,24 +53,17 @@ def absent_words(name: str, objects: int, size: int, slices: int) -> str:
 def absent_by_choice(
     workspace: Workspace,
     dataset: DatasetRepository,
+    tip: ChainTip,
     blocks: Sequence[NewBlock],
     manifests: Mapping[Multihash, CheckpointManifest],
 ) -> set[tuple[ObjectKind, Multihash]]:
-    """The objects of the chain ``blocks`` that the recorded selection leaves out and the workspace has no
-    file of (``manifests``: those of its checkpoints that could be read)."""
+    """The objects of the chain ``blocks`` (up to ``tip``) that the recorded selection leaves out and the
+    workspace has no file of (``manifests``: those of its checkpoints that could be read)."""
     selection = workspace.selections.get(dataset.name)
     if selection == EVERYTHING:
         return set()
-    split = split_objects(blocks, manifests, latest_checkpoint(blocks), selection)
-    # a file that is there but short or long is damage, not a choice: verify checks it
-    return {
-        (ref.kind, ref.physical_hash) for ref in dataset.objects_missing(split.left_out) if not _exists(dataset, ref)
-    }
-
-
-def _exists(dataset: DatasetRepository, ref: ObjectRef) -> bool:
-    path = dataset.store.local_path(dataset.object_key(ref))
-    return path is not None and path.exists()
+    chain = chain_view(workspace, dataset, tip, blocks=blocks, manifests=manifests)
+    return {(ref.kind, ref.physical_hash) for ref in files_absent(dataset, split_objects(chain, selection).left_out)}
 
 
 def holdings(workspace: Workspace, name: str) -> Holdings | None:
@@ -81,14 +74,12 @@ def holdings(workspace: Workspace, name: str) -> Holdings | None:
     tip = dataset.tip()
     if selection == EVERYTHING or tip is None:
         return None
-    blocks = [NewBlock.decode(data, block_hash) for block_hash, data in dataset.chain_blocks(0, tip.sequence_number)]
-    manifests = readable_manifests(dataset, blocks)
-    split = split_objects(blocks, manifests, latest_checkpoint(blocks), selection, tip.next_offset)
-    every = [*split.wanted, *split.left_out]
-    missing = {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(every)}
-    absent = [ref for ref in split.left_out if (ref.kind, ref.physical_hash) in missing]
+    split = split_objects(chain_view(workspace, dataset, tip), selection)
+    absent = files_absent(dataset, split.left_out)
     if not absent:
         return None
+    every = [*split.wanted, *split.left_out]
+    missing = {(ref.kind, ref.physical_hash) for ref in dataset.objects_missing(every)}
     present = [ref for ref in every if (ref.kind, ref.physical_hash) not in missing]
     return _tally(selection.checkpoints, present, absent)
 
@@ -104,14 +95,3 @@ def _tally(checkpoints: str, present: Sequence[ObjectRef], absent: Sequence[Obje
         len(slices),
         sum(ref.size for ref in slices),
     )
-
-
-def readable_manifests(dataset: DatasetRepository, blocks: Sequence[NewBlock]) -> dict[Multihash, CheckpointManifest]:
-    """The manifests of the checkpoints ``blocks`` reference that the workspace can read."""
-    manifests = {}
-    for ref in checkpoint_refs(blocks):
-        try:
-            manifests[ref.physical_hash] = dataset.read_manifest(ref)
-        except RepositoryError:
-            continue  # a lost manifest: its files are lost, not absent by choice (verify says so)
-    return manifests

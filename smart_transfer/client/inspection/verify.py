@@ -73,7 +73,7 @@ def verify_local(workspace: Workspace, name: str) -> tuple[VerifyReport, list[Ne
     report = VerifyReport(dataset.name, str(tip.head))
     blocks = _checked_blocks(dataset, tip.sequence_number, report)
     manifests = _manifests(workspace, dataset, blocks, report)
-    absent = absent_by_choice(workspace, dataset, blocks, manifests)
+    absent = absent_by_choice(workspace, dataset, tip, blocks, manifests)
     for ref in objects_of(blocks, manifests):
         if (ref.kind, ref.physical_hash) in absent:
             report.absent_objects += 1

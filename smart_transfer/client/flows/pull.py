@@ -128,6 +128,7 @@ async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], sto
     # the drop's rule reads the local chain (smart_transfer.reading): loaded once the session is open
     from smart_transfer.client.flows.drop import keep_bounded
 
+    bounded_at: object = None  # what the last drop saw (see _bounds_moved)
     async with job.transport.pull(job.remote) as channel:
         while True:
             summary, _ = await _increment(job, channel)
@@ -136,13 +137,25 @@ async def follow(job: FlowJob, on_update: Callable[[TransferSummary], None], sto
                     ErrorCode.INVALID_REQUEST,
                     f"{summary.dataset}: the local dataset is ahead of the remote: push it first",
                 )
-            await keep_bounded(job.workspace, job.dataset.name, job.selection, job.remote.url)  # stays bounded
+            mark = await asyncio.to_thread(_bounds_mark, job, summary)
+            if mark != bounded_at:  # stays bounded; the drop walks the chain only when something fell out
+                await keep_bounded(job.workspace, job.dataset.name, job.selection, job.remote.url)
+                bounded_at = mark
             on_update(summary.finish())
             if stop.is_set():
                 await channel.finish()
                 return
             if await channel.follow(stop, job.settings.keepalive_interval) is None:
                 return
+
+
+def _bounds_mark(job: FlowJob, summary: TransferSummary) -> object:
+    """What a follower's drop depends on: for a range of slices, the head (a new block may push slices
+    out of it); for every slice, the installed checkpoint (only a new one makes files fall out). Equal
+    marks: nothing new to drop, so a follower's update of a long chain does not walk it again."""
+    if not job.selection.every_slice:
+        return summary.new_head
+    return CheckpointSlot(job.workspace.root, job.dataset.name).current_hash()
 
 
 async def _increment(job: FlowJob, channel: PullChannel) -> tuple[TransferSummary, bool]:

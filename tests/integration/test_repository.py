@@ -132,6 +132,24 @@ def test_index_follows_a_rewrite_made_elsewhere(make_store: object, tmp_path: Pa
         assert [h for h, _ in b.dataset("rw").blocks_after(after, None)] == [*hashes[:2], other.hash]
 
 
+def test_a_rewrite_keeps_claiming_objects_a_kept_block_references(make_store: object, tmp_path: Path) -> None:
+    # block 2 adds the same bytes block 1 did; a rewrite from block 1 replaces block 2: the object is
+    # still block 1's, so the index must still call it committed (pulls are planned from that answer)
+    with _repository(make_store, tmp_path) as repo:
+        dataset = repo.dataset("reuse")
+        _add_data(dataset, b"shared bytes")
+        _add_data(dataset, b"shared bytes")
+        _add_data(dataset, b"replaced only")
+        tip = dataset.require_tip()
+        hashes = [h for h, _ in dataset.blocks_after(tip, None)]
+        base = dataset.chain_tip_at(hashes[1])
+        assert base is not None
+        other = NewBlock.of(MetadataBlock(2, hashes[1], utc_now(), SetInfo("rewritten")))
+        dataset.commit(tip.head, base, [other])
+        assert dataset.committed(ObjectKind.DATA, Multihash.of(b"shared bytes"))
+        assert not dataset.committed(ObjectKind.DATA, Multihash.of(b"replaced only"))
+
+
 def test_a_corrupted_stored_pack_is_reported(make_store: object, tmp_path: Path) -> None:
     store = make_store()  # type: ignore[operator]
     with Repository(store, tmp_path / "index-a") as repo:

@@ -55,5 +55,6 @@ def admitted(state: ServerState, asking: Asking, slots: ConcurrencyLimit | None 
     state.refuse_if_draining()
     admission = authenticate(state, asking)
     state.refuse_if_overloaded()
-    with (slots or state.requests).hold(admission.subject):
+    # the access asked is the kind the adaptive limit compares durations within (pull/push, read/write)
+    with (slots or state.requests).hold(admission.subject, asking.access.value):
         yield admission

@@ -5,17 +5,19 @@ holders they may admit; every admitted operation reports how long it held its sl
 Why latency, and which: past the knee the store saturates under the clients' own presigned transfers, and
 the server sees it only as operations that take longer (a pull or push session lasts from admission to its
 end, object transfers included). Operations differ in size, so each sample is divided by the long-term
-average of its own kind (pull, push, read, write): a ratio near 1 is "as usual", whatever the kind.
+average of its own kind: a ratio near 1 is "as usual", whatever the kind.
 
 Every ``interval`` seconds that saw enough samples, the mean ratio of that window is compared with the
-``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)`` and
-``limit <- (1 - smoothing) * limit + smoothing * (limit * gradient + sqrt(limit))``, within
-``[minimum, maximum]``. Fine latency (gradient 1) grows the limit by about ``smoothing * sqrt(limit)`` per
-window, but only while at least half of it is in use (an idle limit proves nothing); rising latency shrinks
-it, by at most half a window's smoothing step. The baseline is the mean of a kind's first samples, then an
-exponential average over about ``baseline_samples`` samples of those that were within the tolerance (see
-``_ratio``), and sessions that last far longer than usual (a ``pull --follow``) weigh at most
-``MAX_RATIO``."""
+``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)``; the target is ``limit * gradient`` when
+latency is above the tolerance, else ``limit + sqrt(limit)``, and
+``limit <- (1 - smoothing) * limit + smoothing * target``, within ``[minimum, maximum]``. Fine latency
+grows the limit by ``smoothing * sqrt(limit)`` per window, but only while at least half of it is in use (an
+idle limit proves nothing); rising latency shrinks it, by at most ``smoothing / 2`` of it per window.
+Kinds are the access asked: read (pulls, GET) and write (pushes, PUT), per limit.
+
+The baseline is the mean of a kind's first samples, then an exponential average over about
+``baseline_samples`` samples of those that were within the tolerance (see ``_ratio``); sessions that last
+far longer than usual (a ``pull --follow``) weigh at most ``MAX_RATIO``."""
 
 from __future__ import annotations
 
@@ -72,6 +74,8 @@ class AdaptiveLimit:
     baselines: dict[str, _Baseline] = field(default_factory=dict)
     _ratios: list[float] = field(default_factory=list)
     _seconds: list[float] = field(default_factory=list)
+    #: The most holders seen in the window: did it use the limit?
+    _busiest: int = 0
 
     def __post_init__(self) -> None:
         self.limit = float(self.bounds.initial)
@@ -82,14 +86,16 @@ class AdaptiveLimit:
         return max(self.bounds.minimum, min(self.bounds.maximum, int(self.limit)))
 
     def sample(self, kind: str, seconds: float, now: float, in_flight: int) -> None:
-        """One operation of ``kind`` held its slot ``seconds``; ``in_flight`` holders remain."""
+        """One operation of ``kind`` held its slot ``seconds`` and ended at ``now``, when ``in_flight``
+        holders (itself included) had slots."""
         seconds = max(seconds, 1e-6)
         self._ratios.append(min(MAX_RATIO, self._ratio(kind, seconds)))
         self._seconds.append(seconds)
+        self._busiest = max(self._busiest, in_flight)
         if self.window_started is None:
             self.window_started = now
         if now - self.window_started >= self.bounds.interval and len(self._ratios) >= MIN_WINDOW_SAMPLES:
-            self._close_window(in_flight)
+            self._close_window(self._busiest)
             self.window_started = now
 
     def _ratio(self, kind: str, seconds: float) -> float:
@@ -108,14 +114,17 @@ class AdaptiveLimit:
             baseline.samples += 1
         return ratio
 
-    def _close_window(self, in_flight: int) -> None:
+    def _close_window(self, busiest: int) -> None:
         ratio = sum(self._ratios) / len(self._ratios)
         self.last_ratio, self.last_seconds = ratio, sum(self._seconds) / len(self._seconds)
         self._ratios.clear()
         self._seconds.clear()
+        self._busiest = 0
         gradient = max(MIN_GRADIENT, min(1.0, self.bounds.tolerance / ratio))
-        if gradient >= 1.0 and in_flight < self.limit / 2:
+        if gradient >= 1.0 and busiest < self.limit / 2:
             return  # latency is fine but the limit is not in use: growing it would prove nothing
-        target = self.limit * gradient + math.sqrt(self.limit)
+        # grow additively (about sqrt(limit)), shrink multiplicatively: Gradient2 adds its queue term on
+        # both, which keeps the limit at 4 or more however slow the store gets (L = L/2 + sqrt(L))
+        target = self.limit * gradient if gradient < 1.0 else self.limit + math.sqrt(self.limit)
         smoothed = (1 - self.bounds.smoothing) * self.limit + self.bounds.smoothing * target
         self.limit = max(float(self.bounds.minimum), min(float(self.bounds.maximum), smoothed))

@@ -85,13 +85,13 @@ class ConcurrencyLimit:
             yield
         finally:
             with self._lock:
+                if self.adaptive is not None:
+                    now = self.clock()
+                    self.adaptive.sample(kind, now - started, now, self._active)
                 self._active -= 1
                 self._by_subject[subject] -= 1
                 if not self._by_subject[subject]:
                     del self._by_subject[subject]
-                if self.adaptive is not None:
-                    now = self.clock()
-                    self.adaptive.sample(kind, now - started, now, self._active)
 
     @property
     def active(self) -> int:

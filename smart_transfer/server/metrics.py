@@ -26,6 +26,10 @@ STORE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 #: housekeeping.
 SESSION_FLOW: ContextVar[str] = ContextVar("smart_transfer_session_flow", default="other")
 
+STORE_CALLS_HELP = (
+    "The server's own store calls (every attempt), by the session flow they were made for "
+    "(pull, push; other: REST, Delta Sharing, web view, housekeeping)"
+)
 FOOTER_READS_HELP = "Parquet footers Delta Sharing read for file statistics (once per slice, then kept in the index)"
 
 
@@ -34,8 +38,7 @@ class Metrics:
 
     def __init__(self) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only double the output
-        self.registry = CollectorRegistry()
-        registry = self.registry
+        self.registry = registry = CollectorRegistry()
         counter = functools.partial(Counter, registry=registry)  # most metrics are counters of this registry
         self.sessions = counter(
             "smart_transfer_sessions",
@@ -83,12 +86,7 @@ class Metrics:
             "Store calls that failed (timeouts, connection errors, error answers), by operation",
             ["operation"],
         )
-        self.store_calls = counter(
-            "smart_transfer_store_calls",
-            "The server's own store calls (every attempt), by the session flow they were made for "
-            "(pull, push; other: REST, Delta Sharing, web view, housekeeping)",
-            ["origin"],
-        )
+        self.store_calls = counter("smart_transfer_store_calls", STORE_CALLS_HELP, ["origin"])
         self.sharing_footer_reads = counter("smart_transfer_sharing_footer_reads", FOOTER_READS_HELP)
         self.busy = counter(
             "smart_transfer_busy_answers", "Busy answers (Busy / HTTP 429 / 503), by what was at its limit", ["limit"]

@@ -12,12 +12,38 @@ KNEE_MS = 1000.0
 
 
 def totals(result: dict[str, Any]) -> dict[str, float | None]:
-    """Sessions/s (SDK pulls and pushes), requests/s (REST and Delta Sharing) and the overall p99."""
+    """Sessions/s (SDK pulls and pushes), requests/s (REST and Delta Sharing), goodput (operations of every
+    kind that succeeded, per second: Locust's rate of each kind times its share of successes; an operation
+    the SDK retried after Busy and then finished counts once, as a success) and the overall p99."""
     kinds = result["kinds"]
     sessions = sum(k["per_s"] for name, k in kinds.items() if k["type"] == "SDK")
     requests = sum(k["per_s"] for name, k in kinds.items() if k["type"] in ("GET", "POST"))
+    goodput = sum(
+        k["per_s"] * (k["count"] - k["failures"]) / k["count"]
+        for name, k in kinds.items()
+        if name != "Aggregated" and k["count"]
+    )
     aggregated = kinds.get("Aggregated", {})
-    return {"sessions_per_s": round(sessions, 2), "requests_per_s": round(requests, 2), "p99_ms": aggregated.get("99")}
+    return {
+        "sessions_per_s": round(sessions, 2),
+        "requests_per_s": round(requests, 2),
+        "goodput_per_s": round(goodput, 2),
+        "p99_ms": aggregated.get("99"),
+    }
+
+
+def store_cells(result: dict[str, Any]) -> list[str]:
+    """The store's side of a level for the summary: its gateway's CPU, S3 requests/s (the gateway's own
+    count), the servers' store calls/s, and their store calls per pull and per push session."""
+    store = result.get("store") or {}
+    gateway = result["servers"].get("store radosgw", {})
+    per_session = store.get("store_calls_per_session", {})
+    return [
+        str(gateway.get("cpu_mean_pct", "-")),
+        str(store.get("gateway_requests_per_s") or "-"),
+        str(store.get("server_store_calls_per_s", "-")),
+        "/".join(str(per_session.get(flow, "-")) for flow in ("pull", "push")),
+    ]
 
 
 def knee(results: list[dict[str, Any]]) -> str:
@@ -56,7 +82,8 @@ def level_section(result: dict[str, Any]) -> list[str]:
     lines = [
         f"#### {result['config']}: {result['clients']} clients",
         "",
-        f"{t['sessions_per_s']} sessions/s, {t['requests_per_s']} requests/s; every refusal the documented "
+        f"{t['sessions_per_s']} sessions/s, {t['requests_per_s']} requests/s, goodput {t['goodput_per_s']} "
+        "operations/s; every refusal the documented "
         f"429 + Retry-After / Busy: {verdict}; pushed datasets whole on the server: "
         f"{verify['whole']} of {verify['datasets']}" + (f" ({verify['problems'][:3]})" if verify["problems"] else ""),
         "",
@@ -78,14 +105,16 @@ def level_section(result: dict[str, Any]) -> list[str]:
             f"| {name} | {s['cpu_mean_pct']} | {s['cpu_max_pct']} | {s['rss_peak_mib']} | {s['rss_end_mib']} |"
         )
     lines += ["", f"Outcomes: `{json.dumps(result['outcomes'], sort_keys=True)}`", ""]
+    if result.get("store"):
+        lines += [f"Store side and admission: `{json.dumps(result['store'], sort_keys=True)}`", ""]
     return lines
 
 
 def summary_table(run: dict[str, Any]) -> list[str]:
     lines = [
-        "| configuration | clients | sessions/s | requests/s | p99 s (all kinds) | errors "
-        "| refusals documented | whole |",
-        "|---|---:|---:|---:|---:|---:|---|---|",
+        "| configuration | clients | sessions/s | requests/s | goodput ops/s | p99 s (all kinds) | errors "
+        "| refusals documented | whole | store CPU % | store req/s | server store calls/s | calls per pull/push |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|",
     ]
     for result in run["results"]:
         t = totals(result)
@@ -94,7 +123,8 @@ def summary_table(run: dict[str, Any]) -> list[str]:
         verify = result["verify"]
         lines.append(
             f"| {result['config']} | {result['clients']} | {t['sessions_per_s']} | {t['requests_per_s']} | "
-            f"{_s(t['p99_ms'])} | {errors} | {documented} | {verify['whole']}/{verify['datasets']} |"
+            f"{t['goodput_per_s']} | {_s(t['p99_ms'])} | {errors} | {documented} | "
+            f"{verify['whole']}/{verify['datasets']} | " + " | ".join(store_cells(result)) + " |"
         )
     return lines
 
@@ -112,7 +142,12 @@ def markdown(run: dict[str, Any], png: str) -> str:
         "",
         "The load generator (Locust and its SDK agent processes) runs on the same machine as the servers: its CPU "
         "is in each level's table. Latencies are Locust's (SDK operations: timed inside the agent around the "
-        "SDK call, Busy waits included); p99 (all kinds) is Locust's aggregate over every kind.",
+        "SDK call, Busy waits included); p99 (all kinds) is Locust's aggregate over every kind. Goodput: "
+        "operations that succeeded per second. Store side (local S3 only): store CPU is the gateway's "
+        "(radosgw) mean, % of a core (its OSD's is in each level's table); store req/s is every S3 request "
+        "the gateway served (its own counter: the clients' presigned transfers and the servers' calls), per "
+        "second of the level's wall time; server store calls/s and calls per pull/push session are the "
+        "servers' own calls from their /metrics.",
         "",
         *summary_table(run),
         "",
@@ -141,7 +176,10 @@ def chart(run: dict[str, Any], path: Path) -> None:
         results = sorted(unsorted, key=lambda r: r["clients"])
         clients = [r["clients"] for r in results]
         rates = [totals(r)["sessions_per_s"] + totals(r)["requests_per_s"] for r in results]  # type: ignore[operator]
-        throughput.plot(clients, rates, marker="o", label=config)
+        line = throughput.plot(clients, rates, marker="o", label=config)[0]
+        goodput = [totals(r)["goodput_per_s"] for r in results]
+        label = f"{config}: goodput"
+        throughput.plot(clients, goodput, marker="x", linestyle="--", color=line.get_color(), label=label)
         latency.plot(clients, [(totals(r)["p99_ms"] or 0) / 1000 for r in results], marker="o", label=config)
     throughput.set(xlabel="concurrent clients", ylabel="sessions + requests per s", title="throughput")
     latency.set(xlabel="concurrent clients", ylabel="p99, s (all kinds)", title="p99 latency")

@@ -279,7 +279,7 @@ class ServerSettings:
         maximum=1.0,
     )
     admission_tolerance: float = setting(
-        2.0,
+        4.0,
         "--admission-tolerance",
         "recent durations may reach this multiple of their usual (long-term) duration before the limit shrinks",
         parse=float,

@@ -4,8 +4,9 @@ holders they may admit; every admitted operation reports how long it held its sl
 
 Why latency, and which: past the knee the store saturates under the clients' own presigned transfers, and
 the server sees it only as operations that take longer (a pull or push session lasts from admission to its
-end, object transfers included). Operations differ in size, so each sample is divided by the long-term
-average of its own kind: a ratio near 1 is "as usual", whatever the kind.
+end, object transfers included). Operations differ in size: the caller reports a session's duration per
+unit of its work (one, plus one per presigned URL it was given), and each sample is divided by the
+long-term average of its own kind: a ratio near 1 is "as usual", whatever the kind and size.
 
 Every ``interval`` seconds that saw enough samples, the mean ratio of that window is compared with the
 ``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)``; the target is ``limit * gradient`` when

@@ -10,8 +10,24 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 from smart_transfer.server.adaptive import AdaptiveLimit
+
+
+@dataclass
+class Slot:
+    """One admitted holder: its kind, and the units of work it did (1, plus one per presigned URL it was
+    given: each is an object transfer the store serves). The adaptive limit samples its duration per unit."""
+
+    kind: str
+    work: int = 1
+
+
+#: The slot of the session running in this task (set by the session's own task, carried into worker
+#: threads by ``asyncio.to_thread``), so that the signer counts the session's work; None elsewhere.
+SESSION_SLOT: ContextVar[Slot | None] = ContextVar("smart_transfer_session_slot", default=None)
 
 
 class Busy(Exception):
@@ -75,19 +91,20 @@ class ConcurrencyLimit:
         self._by_subject[subject] += 1
 
     @contextmanager
-    def hold(self, subject: str, kind: str = "") -> Iterator[None]:
-        """One slot for ``subject`` while the block runs; Busy when none is free. How long the block ran
-        is a sample of ``kind`` for the adaptive limit."""
+    def hold(self, subject: str, kind: str = "") -> Iterator[Slot]:
+        """One slot for ``subject`` while the block runs; Busy when none is free. How long the block ran,
+        per unit of the slot's work, is a sample of ``kind`` for the adaptive limit."""
         with self._lock:
             self._take(subject)
+        slot = Slot(kind)
         started = self.clock()
         try:
-            yield
+            yield slot
         finally:
             with self._lock:
                 if self.adaptive is not None:
                     now = self.clock()
-                    self.adaptive.sample(kind, now - started, now, self._active)
+                    self.adaptive.sample(kind, (now - started) / max(1, slot.work), now, self._active)
                 self._active -= 1
                 self._by_subject[subject] -= 1
                 if not self._by_subject[subject]:

@@ -163,3 +163,13 @@ def test_a_lasting_slowdown_becomes_the_usual_once_the_limit_is_at_its_minimum()
     assert min(seen) == 2  # first the minimum
     assert seen[-1] > 2 and seen.index(2) < len(seen) - 1
     assert limit.baselines["read"].seconds > 0.5
+
+
+def test_a_hold_is_sampled_per_unit_of_its_work() -> None:
+    clock = Clock()
+    adaptive = AdaptiveLimit(bounds())
+    slots = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
+    with slots.hold("a", "read") as slot:
+        slot.work += 9  # nine object URLs: a session of ten units of work lasting 2 s is 0.2 s per unit
+        clock.now += 2.0
+    assert adaptive.baselines["read"].seconds == 0.2

@@ -2,10 +2,12 @@
 pulls, 10-object pulls, small pushes, REST reads, Delta Sharing queries) at rising levels of concurrent
 clients, on the embedded store and on a private local S3, against one server and against two replicas
 behind nginx (replicas need a shared store: S3 only). Per level: sessions and requests per second,
-p50/p95/p99 per kind, goodput (operations completed per second), errors, the servers' CPU and RSS, the
-store's side (its gateway's and OSD's CPU, the gateway's S3 requests per second, the servers' own store calls
-per second and per session of each flow, the admission limit and its refusals), whether every refusal was the
-documented one, and a check that every pushed dataset is whole on the server. Writes
+p50/p95/p99 per kind end to end and of the admitted operations alone (the refused attempts and the waits
+after them left out) with the refusals per kind, goodput (operations completed per second), errors, the
+servers' CPU and RSS, the store's side (its gateway's and OSD's CPU, the gateway's S3 requests per second,
+the servers' own store calls per second and per session of each flow, the admission limit and its
+refusals), whether every refusal was the documented one, and a check that every pushed dataset is whole on
+the server; per configuration, the issue's Done criteria, each PASS or FAIL with its figures. Writes
 bench-results/loadtest/<date>.{md,json,png}.
 
     scripts/loadtest.py [--quick] [--levels 50,100,200] [--duration 60] [--stores local,s3]
@@ -22,6 +24,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -164,6 +167,7 @@ def run_locust(
         "push_prefix": f"push-c{clients}",
         "pushes": str(level_dir / "pushes.jsonl"),
         "outcomes": str(level_dir / "outcomes.json"),
+        "admitted": str(level_dir / "admitted.json"),
         "agents": args.agents,
         "weights": WEIGHTS,
         "wait_min": wait_min,
@@ -220,6 +224,37 @@ def _ms(value: str) -> float | None:
     return None if value in ("", "N/A") else float(value)
 
 
+def percentile(ordered: list[float], share: float) -> float | None:
+    """The nearest-rank percentile of ``ordered`` (sorted), or None when it is empty."""
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def read_admitted(path: Path) -> dict[str, dict[str, Any]]:
+    """Per kind, and over every kind ("Aggregated"), the admitted operations' count and p50/p95/p99 (ms,
+    like Locust's), the documented refusals and the unanswered operations (the Locust file's ADMITTED)."""
+    raw = json.loads(path.read_text()) if path.exists() else {}
+    everything: list[float] = []
+    kinds: dict[str, dict[str, Any]] = {}
+    for name, kind in raw.items():
+        seconds = sorted(kind["admitted"])
+        everything += seconds
+        kinds[name] = _admitted_row(kind["type"], seconds, kind["refused"], kind["unanswered"])
+    refusals = sum(k["refused"] for k in kinds.values())
+    unanswered = sum(k["unanswered"] for k in kinds.values())
+    kinds["Aggregated"] = _admitted_row("", sorted(everything), refusals, unanswered)
+    return kinds
+
+
+def _admitted_row(kind: str, seconds: list[float], refused: int, unanswered: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"type": kind, "count": len(seconds), "refused": refused, "unanswered": unanswered}
+    for share in ("50", "95", "99"):
+        value = percentile(seconds, int(share) / 100)
+        row[share] = None if value is None else round(value * 1000, 1)
+    return row
+
+
 #: Outcomes that are a success or the documented refusal; anything else fails the verdict.
 DOCUMENTED = {
     "sdk ok",
@@ -253,6 +288,7 @@ def run_level(stack: Stack, clients: int, args: argparse.Namespace, work: Path) 
     store_cost = store_side(before, probe(stack), wall)
     outcomes = json.loads((level_dir / "outcomes.json").read_text()) if (level_dir / "outcomes.json").exists() else {}
     result = {"config": stack.name, "clients": clients, "wall_s": round(wall, 1), **read_stats(prefix)}
+    result["admitted"] = read_admitted(level_dir / "admitted.json")
     result.update(servers=servers, outcomes=outcomes, store=store_cost)
     result["undocumented"] = {k: v for k, v in outcomes.items() if k not in DOCUMENTED and v}
     crashed = sum(e["count"] for e in result["errors"] if e["kind"] == "locust user crashed")

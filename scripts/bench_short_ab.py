@@ -14,22 +14,17 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_server import serve
+
 HERE = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _command(tree: Path, *args: str) -> tuple[list[str], dict[str, str]]:
@@ -44,21 +39,6 @@ def _run(tree: Path, *args: str) -> float:
     return time.perf_counter() - started
 
 
-def _serve(tree: Path, root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    command, env = _command(tree, "serve", "--host", "127.0.0.1", "--port", str(port), "--root", str(root))
-    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=1):
-                return server, url
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit("bench_short_ab: the server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before", type=Path, help="the source tree before the change")
@@ -70,7 +50,8 @@ def main() -> None:
         compileall.compile_dir(tree / "smart_transfer", quiet=1)
     with tempfile.TemporaryDirectory(prefix="short-ab-") as scratch:
         top = Path(scratch)
-        server, url = _serve(trees["after"], top / "server")
+        command, env = _command(trees["after"])
+        server, url = serve(command, top / "server", env)
         try:
             data = top / "part.bin"
             data.write_bytes(os.urandom(4096))

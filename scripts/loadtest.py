@@ -2,15 +2,20 @@
 pulls, 10-object pulls, small pushes, REST reads, Delta Sharing queries) at rising levels of concurrent
 clients, on the embedded store and on a private local S3, against one server and against two replicas
 behind nginx (replicas need a shared store: S3 only). Per level: sessions and requests per second,
-p50/p95/p99 per kind, errors, the servers' CPU and RSS, whether every refusal was the documented one,
-and a check that every pushed dataset is whole on the server. Writes bench-results/loadtest/<date>.{md,json,png}.
+p50/p95/p99 per kind end to end and of the admitted operations alone (the refused attempts and the waits
+after them left out) with the refusals per kind, goodput (operations completed per second), errors, the
+servers' CPU and RSS, the store's side (its gateway's and OSD's CPU, the gateway's S3 requests per second,
+the servers' own store calls per second and per session of each flow, the admission limit and its
+refusals), whether every refusal was the documented one, and a check that every pushed dataset is whole on
+the server; per configuration, the issue's Done criteria, each PASS or FAIL with its figures. Writes
+bench-results/loadtest/<date>.{md,json,png}.
 
     scripts/loadtest.py [--quick] [--levels 50,100,200] [--duration 60] [--stores local,s3]
-                        [--topologies 1,2] [--s3-endpoint URL --s3-bucket B] [--note TEXT]
+                        [--topologies 1,2] [--s3-endpoint URL --s3-bucket B] [--s3-port N] [--note TEXT]
 
-Without --s3-endpoint it starts its own S3 (scripts/s3-local.sh) and stops it at the end. Environment:
-LOADTEST_LEVELS, LOADTEST_DURATION (the flags win). Every process it starts is stopped at the end, on
-failure and on Ctrl-C too.
+Without --s3-endpoint it starts its own S3 (scripts/s3-local.sh) on --s3-port (a free one by default) and
+stops it at the end. Environment: LOADTEST_LEVELS, LOADTEST_DURATION, LOADTEST_S3_PORT (the flags win).
+Every process it starts is stopped at the end, on failure and on Ctrl-C too.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -35,6 +41,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadtest_report import write_outputs
 from loadtest_stack import ROOT, LocalS3, Stack
+from loadtest_store import gateway_requests, server_counters, store_pids, store_side
 from loadtest_verify import verify_pushes
 
 LOCUSTFILE = ROOT / "scripts" / "loadtest_locustfile.py"
@@ -57,6 +64,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wait", default="0.5,1.5", help="each user's think time between tasks, min,max s")
     parser.add_argument("--s3-endpoint", help="a running S3 to use (a fresh prefix) instead of starting one")
     parser.add_argument("--s3-bucket", default="smart-transfer")
+    parser.add_argument(
+        "--s3-port",
+        type=int,
+        default=int(os.environ.get("LOADTEST_S3_PORT", "0")),
+        help="the port of the S3 this run starts (its monitor takes the next one); 0: a free pair",
+    )
     parser.add_argument(
         "--serve-args",
         default="",
@@ -154,6 +167,7 @@ def run_locust(
         "push_prefix": f"push-c{clients}",
         "pushes": str(level_dir / "pushes.jsonl"),
         "outcomes": str(level_dir / "outcomes.json"),
+        "admitted": str(level_dir / "admitted.json"),
         "agents": args.agents,
         "weights": WEIGHTS,
         "wait_min": wait_min,
@@ -210,6 +224,37 @@ def _ms(value: str) -> float | None:
     return None if value in ("", "N/A") else float(value)
 
 
+def percentile(ordered: list[float], share: float) -> float | None:
+    """The nearest-rank percentile of ``ordered`` (sorted), or None when it is empty."""
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def read_admitted(path: Path) -> dict[str, dict[str, Any]]:
+    """Per kind, and over every kind ("Aggregated"), the admitted operations' count and p50/p95/p99 (ms,
+    like Locust's), the documented refusals and the unanswered operations (the Locust file's ADMITTED)."""
+    raw = json.loads(path.read_text()) if path.exists() else {}
+    everything: list[float] = []
+    kinds: dict[str, dict[str, Any]] = {}
+    for name, kind in raw.items():
+        seconds = sorted(kind["admitted"])
+        everything += seconds
+        kinds[name] = _admitted_row(kind["type"], seconds, kind["refused"], kind["unanswered"])
+    refusals = sum(k["refused"] for k in kinds.values())
+    unanswered = sum(k["unanswered"] for k in kinds.values())
+    kinds["Aggregated"] = _admitted_row("", sorted(everything), refusals, unanswered)
+    return kinds
+
+
+def _admitted_row(kind: str, seconds: list[float], refused: int, unanswered: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"type": kind, "count": len(seconds), "refused": refused, "unanswered": unanswered}
+    for share in ("50", "95", "99"):
+        value = percentile(seconds, int(share) / 100)
+        row[share] = None if value is None else round(value * 1000, 1)
+    return row
+
+
 #: Outcomes that are a success or the documented refusal; anything else fails the verdict.
 DOCUMENTED = {
     "sdk ok",
@@ -221,20 +266,30 @@ DOCUMENTED = {
 }
 
 
+def probe(stack: Stack) -> dict[str, dict[str, float]]:
+    """The counters a level's store side is the difference of (scripts/loadtest_store.py)."""
+    urls = [server.url for server in stack.servers]
+    return {"gateway": gateway_requests(stack.s3_directory), "servers": server_counters(urls, stack.admin)}
+
+
 def run_level(stack: Stack, clients: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     level_dir = work / f"{stack.store}-{stack.replicas}" / f"c{clients}"
     level_dir.mkdir(parents=True, exist_ok=True)
     print(f"loadtest: {stack.name}: {clients} clients for {args.duration:.0f} s", flush=True)
-    sampler = Sampler(stack.server_pids())
+    store = store_pids(stack.s3_directory) if stack.s3_directory is not None else {}
+    sampler = Sampler({**stack.server_pids(), **store})
+    before = probe(stack)
     started = time.monotonic()
     try:
         prefix = run_locust(stack, clients, args.duration, level_dir, args, sampler)
     finally:
         servers = sampler.stop()
     wall = time.monotonic() - started
+    store_cost = store_side(before, probe(stack), wall)
     outcomes = json.loads((level_dir / "outcomes.json").read_text()) if (level_dir / "outcomes.json").exists() else {}
     result = {"config": stack.name, "clients": clients, "wall_s": round(wall, 1), **read_stats(prefix)}
-    result.update(servers=servers, outcomes=outcomes)
+    result["admitted"] = read_admitted(level_dir / "admitted.json")
+    result.update(servers=servers, outcomes=outcomes, store=store_cost)
     result["undocumented"] = {k: v for k, v in outcomes.items() if k not in DOCUMENTED and v}
     crashed = sum(e["count"] for e in result["errors"] if e["kind"] == "locust user crashed")
     if crashed:
@@ -274,11 +329,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.s3_endpoint:
                 s3 = {"endpoint": args.s3_endpoint, "bucket": args.s3_bucket}
             else:
-                found = s3_local.start()
+                found = s3_local.start(args.s3_port)
                 os.environ.update(found)
                 s3 = {
                     "endpoint": found["SMART_TRANSFER_TEST_S3_ENDPOINT"],
                     "bucket": found["SMART_TRANSFER_TEST_S3_BUCKET"],
+                    "directory": str(s3_local.directory),
                 }
         for store, replicas in configurations(args):
             results += run_configuration(store, replicas, s3, args, work)

@@ -5,14 +5,24 @@ way an async client program would.
 Locust runs its users as gevent greenlets; the SDK is asyncio. ``asyncio.run`` inside a greenlet blocks
 the hub (and a second greenlet's ``asyncio.run`` finds the first loop running: the running loop is per
 thread, not per greenlet), and a CLI process per operation would measure Python's start-up instead of the
-server. So the Locust file starts agents like this one as child processes (no gevent, no monkey-patching)
+server. So the Locust file starts agents like this one as child processes (no gevent, none of its monkey-patching)
 and talks to them over pipes: one JSON line per operation in on stdin, one JSON line per result out on
 stdout. The seconds reported are the operation's own, timed inside the agent around the SDK call (Busy
 waits included), so a slow hand-off to Locust does not count against the server.
 
+Beside that end-to-end time, each answer gives the time of the admitted attempt alone (``admitted_seconds``:
+from the start of the first attempt after the server's last Busy refusal to the operation's end, the
+end-to-end time when nothing was refused; None when the last attempt was refused) and how many attempts
+the server refused Busy (``refused``). The SDK retries
+Busy itself (``retry_when_busy``, waiting the Retry-After, 2 s or more), so its end-to-end time is mostly
+waiting once the server refuses; the admitted time is what the server's admission promises to keep short.
+The agent times each attempt by wrapping the SDK's retry helper in this process only (see
+``_timed_retry_when_busy``): the SDK's own retry policy, fallback and answers are unchanged.
+
     request: {"id": 1, "op": "pull"|"pull_fresh"|"push", "url": ..., "workspace": DIR, "token": ...,
               "dataset": NAME (push), "files": N (push)}
-    answer:  {"id": 1, "ok": true, "seconds": 0.12, "busy": 0, "head": ..., "error": null}
+    answer:  {"id": 1, "ok": true, "seconds": 0.12, "admitted_seconds": 0.12, "refused": 0, "busy": 0,
+              "head": ..., "error": null}
 """
 
 from __future__ import annotations
@@ -25,18 +35,82 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from smart_transfer.cli.commands.workspace import run_add
 from smart_transfer.client import Client
-from smart_transfer.errors import SmartTransferError
+from smart_transfer.client import client as sdk_client
+from smart_transfer.errors import ErrorCode, RemoteError, SmartTransferError
 from smart_transfer.repo import Workspace
 
 #: Each pushed object's size range (bytes): small objects, so the sessions, not the bytes, are measured.
 SMALL_OBJECT = (512, 4096)
 #: Client bounds for the run: an answer the server owes for longer than this is a hang, not a slow reply.
 ANSWER_TIMEOUT = 60.0
+
+R = TypeVar("R")
+
+
+@dataclass
+class Timing:
+    """One operation's clock: when it started and ended (around the SDK call, workspace opening included)
+    and when each of its attempts started, with whether the server refused that attempt Busy."""
+
+    started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None
+    attempts: list[tuple[float, bool]] = field(default_factory=list)
+
+    def seconds(self) -> float:
+        """End to end: refused attempts and the waits after them included."""
+        return (self.ended or time.perf_counter()) - self.started
+
+    def admitted_seconds(self) -> float | None:
+        """The admitted attempt's time: from the start of the first attempt after the last Busy refusal to
+        the end, or the whole operation when its first attempt was admitted (so the two figures differ by
+        exactly what the refusals cost; a fallback to the simple protocol after an admitted smart attempt
+        belongs to that admitted operation). None when the last attempt was refused: nothing was admitted."""
+        refused = [index for index, (_, busy) in enumerate(self.attempts) if busy]
+        if not refused:
+            return self.seconds()
+        if refused[-1] + 1 == len(self.attempts):
+            return None
+        return (self.ended or time.perf_counter()) - self.attempts[refused[-1] + 1][0]
+
+    def refused(self) -> int:
+        return sum(1 for _, busy in self.attempts if busy)
+
+
+#: The operation the current task runs. Every operation runs in its own task (``_serve_one``), so a
+#: context variable keeps concurrent ones apart.
+TIMING: ContextVar[Timing] = ContextVar("timing")
+_SDK_RETRY_WHEN_BUSY = sdk_client.retry_when_busy
+
+
+def _timed_retry_when_busy(operation: Callable[[], Awaitable[R]], warn: Callable[[str], None]) -> Awaitable[R]:
+    """The SDK's own Busy retry, each attempt timed into TIMING: the admitted attempt's time needs the
+    moment it started, which no SDK callback tells (``warn`` comes before the wait, with the delay rounded).
+    Installed in place of ``smart_transfer.client.client.retry_when_busy`` in this agent process only."""
+    timing = TIMING.get()
+
+    async def attempt() -> R:
+        index = len(timing.attempts)
+        timing.attempts.append((time.perf_counter(), False))
+        try:
+            return await operation()
+        except RemoteError as exc:
+            if exc.code is ErrorCode.BUSY:
+                timing.attempts[index] = (timing.attempts[index][0], True)
+            raise
+
+    return _SDK_RETRY_WHEN_BUSY(attempt, warn)
+
+
+# the Client looks the helper up in its module at every call, so this reaches pulls and pushes alike
+sdk_client.retry_when_busy = _timed_retry_when_busy  # type: ignore[assignment]
 
 
 def _add_files(workspace: Path, dataset: str, count: int) -> str:
@@ -65,22 +139,26 @@ async def _transfer(request: dict[str, Any], warn: Any) -> dict[str, Any]:
         result: dict[str, Any] = {"head": head}
     else:
         result = {}
-    started = time.perf_counter()
-    with Workspace(workspace) as opened:
-        client = Client(opened, token=request["token"], warn=warn, answer_timeout=ANSWER_TIMEOUT)
-        if request["op"] == "push":
-            summary = await client.push(request["dataset"], request["url"])
-        else:
-            summary = await client.pull(request["url"])
-    result.update(seconds=time.perf_counter() - started, objects=summary.objects_transferred)
-    result["remote_head"] = summary.new_head
+    timing = TIMING.get()
+    timing.started = time.perf_counter()  # a push's local `add` above is not the server's time
+    try:
+        with Workspace(workspace) as opened:
+            client = Client(opened, token=request["token"], warn=warn, answer_timeout=ANSWER_TIMEOUT)
+            if request["op"] == "push":
+                summary = await client.push(request["dataset"], request["url"])
+            else:
+                summary = await client.pull(request["url"])
+    finally:
+        timing.ended = time.perf_counter()
+    result.update(objects=summary.objects_transferred, remote_head=summary.new_head)
     return result
 
 
 async def _serve_one(request: dict[str, Any], out: asyncio.Lock, answers: TextIO) -> None:
     busy: list[str] = []
     answer: dict[str, Any] = {"id": request["id"], "ok": False, "error": None}
-    started = time.perf_counter()
+    timing = Timing()
+    TIMING.set(timing)
     try:
         answer.update(await _transfer(request, busy.append))
         answer["ok"] = True
@@ -90,8 +168,10 @@ async def _serve_one(request: dict[str, Any], out: asyncio.Lock, answers: TextIO
     except Exception as exc:  # every failure is a result to count, never the end of the agent
         answer["error"] = type(exc).__name__
         answer["message"] = str(exc)[:300]
-    answer.setdefault("seconds", time.perf_counter() - started)
+    answer.update(seconds=timing.seconds(), admitted_seconds=timing.admitted_seconds(), refused=timing.refused())
     answer["busy"] = sum("busy" in line for line in busy)
+    if not timing.attempts and answer["ok"]:  # the timing hook was not reached: a loud failure, not a wrong figure
+        answer.update(ok=False, error="agent timing hook not reached", message="retry_when_busy was not called")
     if request["op"] == "pull_fresh":  # bounded disk: a fresh workspace is thrown away after its pull
         await asyncio.to_thread(shutil.rmtree, request["workspace"], True)
     async with out:

@@ -11,6 +11,11 @@ Pulls and pushes run in the SDK agents (scripts/loadtest_agent.py: why there, an
 said there); REST and Delta Sharing go through Locust's FastHttpUser. Every refusal is classified for
 the report: the documented ones (HTTP 429 with Retry-After, the protocol's Busy) against the rest
 (5xx, a reset or refused connection, no answer in time).
+
+Locust's own figures per kind are end to end: an SDK operation's include its Busy waits. Beside them,
+ADMITTED keeps per kind the times of the admitted operations only (an SDK operation's admitted attempt,
+timed by the agent; a REST answer other than a refusal: after a 429 the user's next request is a new
+attempt), and the refusals: the report's p50/p95/p99 of admitted operations come from there.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ OUTCOMES: Counter[str] = Counter()
 #: in the report means.
 EXAMPLES: dict[str, list[str]] = {}
 MAX_EXAMPLES = 5
+#: Per kind (Locust's name): "admitted", the seconds of each admitted operation; "refused", the attempts
+#: refused with the documented Busy / 429 / 503 + Retry-After; "unanswered", operations with no answer to
+#: tell (an SDK hang, a REST reset or refused connection): not admitted as far as anyone can tell, and
+#: counted against the verdict through OUTCOMES.
+ADMITTED: dict[str, dict[str, Any]] = {}
 _TOKENS = itertools.count()
 _IDS = itertools.count(1)
 
@@ -134,6 +144,37 @@ def _write_outcomes(environment: Environment, **_: Any) -> None:
         agents.stop()
     Path(CONFIG["outcomes"]).write_text(json.dumps(OUTCOMES))
     Path(CONFIG["outcomes"]).with_name("examples.json").write_text(json.dumps(EXAMPLES, indent=1))
+    Path(CONFIG["admitted"]).write_text(json.dumps(ADMITTED))
+
+
+@events.spawning_complete.add_listener
+def _reset_admitted(**_: Any) -> None:
+    """Start afresh when Locust resets its statistics (--reset-stats, once every user started), so the
+    admitted figures count the same operations as Locust's end-to-end ones (and those that end after its
+    last CSV write: it rewrites the CSV once a second, this file is written once, at quitting)."""
+    ADMITTED.clear()
+
+
+@events.request.add_listener
+def _count_admitted(
+    request_type: str, name: str, response_time: float, context: Any = None, response: Any = None, **_: Any
+) -> None:
+    """File one finished operation under its kind: admitted (with its seconds), refused, or unanswered."""
+    kind = ADMITTED.setdefault(name, {"type": request_type, "admitted": [], "refused": 0, "unanswered": 0})
+    if request_type == "SDK":  # SdkUser.operate put the agent's own account in the context
+        kind["refused"] += int(context.get("refused", 0))
+        if context.get("admitted_seconds") is not None:
+            kind["admitted"].append(context["admitted_seconds"])
+        elif context.get("unanswered"):
+            kind["unanswered"] += 1
+        return
+    status = int(getattr(response, "status_code", 0) or 0)
+    if refused(response):
+        kind["refused"] += 1
+    elif status == 0:
+        kind["unanswered"] += 1
+    else:
+        kind["admitted"].append(response_time / 1000)
 
 
 def classify_sdk(answer: dict[str, Any] | None) -> str | None:
@@ -168,13 +209,16 @@ class SdkUser(User):
         answer = AGENTS[0].call({"token": self.token, **request})
         seconds = answer["seconds"] if answer else time.perf_counter() - started
         error = classify_sdk(answer)
+        account = {"unanswered": True}
+        if answer:
+            account = {"refused": answer.get("refused", 0), "admitted_seconds": answer.get("admitted_seconds")}
         self.environment.events.request.fire(
             request_type="SDK",
             name=name,
             response_time=seconds * 1000,
             response_length=int(answer.get("objects", 0)) if answer else 0,
             exception=RuntimeError(error) if error else None,
-            context={},
+            context=account,
         )
         return answer if answer and answer["ok"] else None
 
@@ -223,14 +267,20 @@ class Pusher(SdkUser):
             pushes.write(json.dumps(record) + "\n")
 
 
+def refused(response: Any) -> bool:
+    """The documented refusal: 429 (a request limit) or 503 (the connection limit, --max-connections),
+    either with Retry-After."""
+    status = int(getattr(response, "status_code", 0) or 0)
+    return status in (429, 503) and bool(response.headers and response.headers.get("Retry-After"))
+
+
 def checked(response: Any, expected: int = 200) -> None:
     """Mark a REST answer: success, the documented refusal (429 + Retry-After), or another failure."""
     status = int(response.status_code or 0)
     if status == expected:
         OUTCOMES["rest ok"] += 1
         response.success()
-    elif status in (429, 503) and response.headers.get("Retry-After"):
-        # 429: a request limit; 503 + Retry-After: the connection limit (--max-connections), both documented
+    elif refused(response):
         OUTCOMES[f"rest {status} with Retry-After"] += 1
         response.failure(f"{status} Busy, Retry-After {response.headers.get('Retry-After')}")
     else:

@@ -90,6 +90,13 @@ class Stack:
     seed: dict[str, str] = field(default_factory=dict)
 
     @property
+    def s3_directory(self) -> Path | None:
+        """The directory of the local S3 this run started (None: the embedded store, or an S3 given)."""
+        if self.store != "s3" or self.s3 is None or "directory" not in self.s3:
+            return None
+        return Path(self.s3["directory"])
+
+    @property
     def name(self) -> str:
         return f"{self.store}, " + ("one server" if self.replicas == 1 else f"{self.replicas} replicas + nginx")
 
@@ -181,11 +188,12 @@ class LocalS3:
         self.directory = directory
         self.started = False
 
-    def start(self) -> dict[str, Any]:
+    def start(self, port: int = 0) -> dict[str, Any]:
+        """Start it on ``port`` (and the next, its monitor's), or on a free pair; its environment."""
         script = str(ROOT / "scripts" / "s3-local.sh")
         self.started = True  # stop even a half-started instance
         result = subprocess.run(
-            ["bash", script, "start", str(self.directory), str(free_port_pair())],
+            ["bash", script, "start", str(self.directory), str(port or free_port_pair())],
             capture_output=True,
             text=True,
             check=False,

@@ -15,16 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_server import serve
 
 #: The records a walk follows: the declared options and what a flow carries them in (the bounds they
 #: hand the data plane, Timeouts and LargeObjects, are values passed down, not followed).
@@ -155,28 +154,6 @@ def figures(walk: list[Step]) -> dict[str, Any]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    command = [sys.executable, "-m", "smart_transfer.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen([*command, "--root", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=1):
-                return server, url
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit("options_walk: the server did not start within 30 s")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -185,7 +162,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="options-walk-") as scratch:
         top = Path(scratch)
-        server, url = _serve(top / "server")
+        server, url = serve([sys.executable, "-m", "smart_transfer.cli"], top / "server")
         try:
             inputs = []
             for number in range(3):

@@ -210,12 +210,19 @@ class DatasetRepository:
 
     def _forget_replaced(self, old_tip: ChainTip, base: ChainTip | None) -> None:
         """A rewrite replaced the blocks after ``base`` up to ``old_tip``: their objects may be collected
-        by gc later, so stop claiming them present (those the new chain references again are recorded
-        with it)."""
+        by gc later, so stop claiming them present, except those a kept block (up to ``base``) references
+        too (the same bytes added twice: a pull is planned from this answer); those the new chain
+        references again are recorded with it."""
         first = base.sequence_number + 1 if base is not None else 0
-        replaced = self._index.hashes_between(self.name, first, old_tip.sequence_number)
-        dropped = committed_refs(self.block_bytes(h) for h in replaced)
-        self._index.forget_objects(self.name, ((r.kind, r.physical_hash) for r in dropped))
+        dropped = self._refs_between(first, old_tip.sequence_number)
+        if dropped and base is not None:
+            dropped -= self._refs_between(0, base.sequence_number)
+        self._index.forget_objects(self.name, dropped)
+
+    def _refs_between(self, first: int, last: int) -> set[tuple[ObjectKind, Multihash]]:
+        """What blocks ``first..last`` of the chain reference (slices and checkpoint manifests)."""
+        hashes = self._index.hashes_between(self.name, first, last)
+        return {(ref.kind, ref.physical_hash) for ref in committed_refs(self.block_bytes(h) for h in hashes)}
 
     def blocks_after(self, tip: ChainTip, begin_after: Multihash | None) -> Iterator[tuple[Multihash, bytes]]:
         """Blocks of the chain ending at ``tip`` that come after ``begin_after`` (None: all), oldest first.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from smart_transfer.server.auth import Access, Grant
-from smart_transfer.server.limits import ConcurrencyLimit
+from smart_transfer.server.limits import ConcurrencyLimit, Slot
 from smart_transfer.server.state import ServerState, limit_subject
 
 
@@ -30,10 +30,12 @@ class Asking:
 
 @dataclass(frozen=True)
 class Admitted:
-    """The guard's yes: the token's grant (None on a server without tokens) and whom the limits count."""
+    """The guard's yes: the token's grant (None on a server without tokens), whom the limits count, and
+    the slot taken (None from ``authenticate``, which takes none)."""
 
     grant: Grant | None
     subject: str
+    slot: Slot | None = None
 
 
 def authenticate(state: ServerState, asking: Asking) -> Admitted:
@@ -55,5 +57,6 @@ def admitted(state: ServerState, asking: Asking, slots: ConcurrencyLimit | None 
     state.refuse_if_draining()
     admission = authenticate(state, asking)
     state.refuse_if_overloaded()
-    with (slots or state.requests).hold(admission.subject):
-        yield admission
+    # the access asked is the kind the adaptive limit compares durations within (pull/push, read/write)
+    with (slots or state.requests).hold(admission.subject, asking.access.value) as slot:
+        yield replace(admission, slot=slot)

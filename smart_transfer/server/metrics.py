@@ -4,16 +4,32 @@ process (tests) never share counters."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from smart_transfer.server.limits import ConcurrencyLimit
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
 #: Store call latency buckets, seconds: local S3 answers in milliseconds, a stalled one in its timeout.
 STORE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+#: The flow of the session a store call is made for (set by the session's task; ``asyncio.to_thread`` carries
+#: it into the worker thread that calls the store). Outside a session: REST, Delta Sharing, the web view and
+#: housekeeping.
+SESSION_FLOW: ContextVar[str] = ContextVar("smart_transfer_session_flow", default="other")
+
+STORE_CALLS_HELP = (
+    "The server's own store calls (every attempt), by the session flow they were made for "
+    "(pull, push; other: REST, Delta Sharing, web view, housekeeping)"
+)
 FOOTER_READS_HELP = "Parquet footers Delta Sharing read for file statistics (once per slice, then kept in the index)"
 
 
@@ -22,8 +38,7 @@ class Metrics:
 
     def __init__(self) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only double the output
-        self.registry = CollectorRegistry()
-        registry = self.registry
+        self.registry = registry = CollectorRegistry()
         counter = functools.partial(Counter, registry=registry)  # most metrics are counters of this registry
         self.sessions = counter(
             "smart_transfer_sessions",
@@ -71,6 +86,7 @@ class Metrics:
             "Store calls that failed (timeouts, connection errors, error answers), by operation",
             ["operation"],
         )
+        self.store_calls = counter("smart_transfer_store_calls", STORE_CALLS_HELP, ["origin"])
         self.sharing_footer_reads = counter("smart_transfer_sharing_footer_reads", FOOTER_READS_HELP)
         self.busy = counter(
             "smart_transfer_busy_answers", "Busy answers (Busy / HTTP 429 / 503), by what was at its limit", ["limit"]
@@ -94,12 +110,60 @@ class Metrics:
         )
         oldest.set_function(oldest_wait)
 
+    def watch_admission(self, limit: ConcurrencyLimit) -> None:
+        """Export the state of a session or request limit at scrape time (adaptive or static)."""
+        self.registry.register(AdmissionCollector(limit))
+
     def store_call(self, operation: str, seconds: float, ok: bool) -> None:
         """A StoreObserver: one call to the store's backend."""
         self.store_seconds.labels(operation).observe(seconds)
+        self.store_calls.labels(SESSION_FLOW.get()).inc()
         if not ok:
             self.store_errors.labels(operation).inc()
 
     def render(self) -> bytes:
         """The text exposition format."""
         return generate_latest(self.registry)
+
+
+class AdmissionCollector(Collector):
+    """The ``smart_transfer_admission_*`` metrics of one concurrency limit, read when scraped."""
+
+    def __init__(self, limit: ConcurrencyLimit) -> None:
+        self.limit = limit
+
+    def describe(self) -> list[Metric]:
+        return []  # collected only when scraped; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        limit, label = self.limit, [self.limit.what]
+
+        def gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(f"smart_transfer_admission_{name}", text, labels=["limit"])
+            family.add_metric(label, value)
+            return family
+
+        yield gauge("limit", "Holders admitted at once now (the adaptive limit, or the static cap)", limit.limit)
+        yield gauge("cap", "The static cap (--max-sessions / --max-requests)", limit.total)
+        yield gauge("in_flight", "Holders admitted and not yet finished", limit.active)
+        refusals = CounterMetricFamily(
+            "smart_transfer_admission_refusals",
+            "Busy answers because the adaptive limit stood below the cap",
+            labels=["limit"],
+        )
+        refusals.add_metric(label, limit.adaptive_refusals)
+        yield refusals
+        adaptive = limit.adaptive
+        if adaptive is None:
+            return
+        text = "The last interval's mean ratio of operation durations to their usual (1: as usual)"
+        yield gauge("latency_ratio", text, adaptive.last_ratio)
+        yield gauge("recent_seconds", "The last interval's mean operation duration, seconds", adaptive.last_seconds)
+        baseline = GaugeMetricFamily(
+            "smart_transfer_admission_baseline_seconds",
+            "The usual (long-term average) duration of each kind of operation (read: pulls/GET; write: pushes/PUT)",
+            labels=["limit", "kind"],
+        )
+        for kind, value in sorted(adaptive.baselines.items()):
+            baseline.add_metric([limit.what, kind], value.seconds)
+        yield baseline

@@ -180,7 +180,15 @@ def _run(settings: ServerSettings, sock: socket.socket) -> None:
     """Build the app on the bound socket and serve it until stopped."""
     sock.listen(2048)
     port = sock.getsockname()[1]
-    configure_logging(settings.log_format, settings.error_log_rate)
+    sink = configure_logging(settings.log_format, settings.error_log_rate)
+    try:
+        _serve_app(settings, sock, port)
+    finally:
+        sink.close()
+
+
+def _serve_app(settings: ServerSettings, sock: socket.socket, port: int) -> None:
+    """Serve the app on the bound, listening socket until stopped."""
     app = create_app(settings, port)
     state: ServerState = app.state.smart_transfer
     print(f"smart-transfer: listening on {state.base_url} (store: {state.repository.store.describe()})", flush=True)

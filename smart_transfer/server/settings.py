@@ -13,6 +13,7 @@ from smart_transfer.config import SettingError, check_settings, setting
 from smart_transfer.config.units import bucket, http_url, kms_key_id, region
 from smart_transfer.config.units import size as parse_size
 from smart_transfer.protocol import DEFAULT_OBJECTS_PER_PAGE, MAX_PEERS
+from smart_transfer.server.adaptive import AdaptiveBounds
 from smart_transfer.storage.base import DEFAULT_MAX_CONNECTIONS as DEFAULT_S3_MAX_CONNECTIONS
 from smart_transfer.storage.base import DEFAULT_READBACK_BYTES, DEFAULT_URL_TTL_SECONDS, MAX_URL_TTL_SECONDS
 from smart_transfer.storage.parts import (
@@ -45,6 +46,8 @@ DEFAULT_ROOT = Path(".smart-transfer/server")
 MAX_PORT = 65535
 #: Access and error log lines: text or json (one object per line).
 LOG_FORMATS = ("text", "json")
+#: How sessions and requests are admitted (--admission): the static caps, or an adaptive limit within them.
+ADMISSION_MODES = ("adaptive", "static")
 #: The common bounds of a wait in seconds, and of a count of things at once.
 _SECONDS: dict[str, Any] = {"parse": float, "minimum": 0.001, "maximum": 86400, "unit": "seconds"}
 _COUNT: dict[str, Any] = {"parse": int, "minimum": 1, "maximum": 1_000_000}
@@ -240,6 +243,58 @@ class ServerSettings:
         maximum=3600,
         unit="seconds",
     )
+    admission: str = setting(
+        "adaptive",
+        "--admission",
+        "how many sessions and requests are admitted at once: static (the caps above) or adaptive (a limit "
+        "within the caps that shrinks when operations take longer than usual, e.g. a saturated store)",
+        choices=ADMISSION_MODES,
+    )
+    admission_min: int = setting(
+        4, "--admission-min", "the adaptive limit never goes below this (nor above the caps)", **_COUNT
+    )
+    admission_initial: float = setting(
+        1.0,
+        "--admission-initial",
+        "the adaptive limit starts at this fraction of each cap",
+        parse=float,
+        minimum=0.01,
+        maximum=1.0,
+    )
+    admission_interval_seconds: float = setting(
+        1.0,
+        "--admission-interval",
+        "seconds of finished operations the adaptive limit averages before it moves",
+        parse=float,
+        minimum=0.05,
+        maximum=600,
+        unit="seconds",
+    )
+    admission_smoothing: float = setting(
+        0.2,
+        "--admission-smoothing",
+        "how far one interval moves the adaptive limit toward its target (1: all the way)",
+        parse=float,
+        minimum=0.01,
+        maximum=1.0,
+    )
+    admission_tolerance: float = setting(
+        4.0,
+        "--admission-tolerance",
+        "recent durations may reach this multiple of their usual (long-term) duration before the limit shrinks",
+        parse=float,
+        minimum=1.0,
+        maximum=100.0,
+    )
+    admission_baseline_samples: int = setting(
+        500,
+        "--admission-baseline-samples",
+        "operations the usual duration of each kind averages over (those within the tolerance, or any while "
+        "the limit is at its minimum)",
+        parse=int,
+        minimum=10,
+        maximum=1_000_000,
+    )
     worker_threads: int = setting(
         32,
         "--worker-threads",
@@ -369,6 +424,22 @@ class ServerSettings:
             raise SettingError("--s3-sse, --s3-sse-kms-key-id and --s3-checksum-sha256 need --s3-bucket")
         if self.s3_sse_kms_key_id is not None and self.s3_sse != "aws:kms":
             raise SettingError("--s3-sse-kms-key-id needs --s3-sse aws:kms")
+
+    def adaptive_bounds(self, cap: int) -> AdaptiveBounds | None:
+        """The adaptive limit's bounds under the static ``cap`` (None with ``--admission static``);
+        ``--admission-min`` above a cap means the cap."""
+        if self.admission != "adaptive":
+            return None
+        minimum = min(self.admission_min, cap)
+        return AdaptiveBounds(
+            minimum=minimum,
+            maximum=cap,
+            initial=max(minimum, round(cap * self.admission_initial)),
+            interval=self.admission_interval_seconds,
+            smoothing=self.admission_smoothing,
+            tolerance=self.admission_tolerance,
+            baseline_samples=self.admission_baseline_samples,
+        )
 
     @property
     def sharing_url_ttl(self) -> int:

@@ -17,6 +17,7 @@ from smart_transfer.model.multihash import SHA2_256
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import ObjectDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
+from smart_transfer.server.limits import SESSION_SLOT
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.storage import PresignedRequest
 
@@ -44,7 +45,7 @@ class Signer:
                 f"no committed {ref.label} of {ref.size} bytes in {dataset.name}",
             )
         signed = dataset.store.presign_get(dataset.object_key(ref), ttl)
-        self.metrics.urls_signed.labels("GET").inc()
+        self._count("GET")
         return signed
 
     def put(self, dataset: DatasetRepository, ref: ObjectRef, ttl: int, content_md5: str | None) -> PresignedRequest:
@@ -55,7 +56,7 @@ class Signer:
         signed = dataset.store.presign_put(
             dataset.object_key(ref), ttl, content_md5=content_md5, checksum_sha256=sha256
         )
-        self.metrics.urls_signed.labels("PUT").inc()
+        self._count("PUT")
         return signed
 
     def put_part(
@@ -65,8 +66,17 @@ class Signer:
         self._uncommitted(dataset, ref)
         upload_id, number = upload
         signed = dataset.store.presign_upload_part(dataset.object_key(ref), upload_id, number, md5, ttl)
-        self.metrics.urls_signed.labels("PUT").inc()
+        self._count("PUT")
         return signed
+
+    def _count(self, method: str) -> None:
+        """Count the URL, and as one more unit of the running session's work (the adaptive admission limit
+        compares a session's duration per unit: a 10-object pull is not slow for taking longer than an
+        up-to-date one)."""
+        self.metrics.urls_signed.labels(method).inc()
+        slot = SESSION_SLOT.get()
+        if slot is not None:
+            slot.work += 1
 
     @staticmethod
     def _uncommitted(dataset: DatasetRepository, ref: ObjectRef) -> None:

@@ -19,7 +19,9 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import as_protocol_error
 from smart_transfer.server.guard import Asking, admitted
+from smart_transfer.server.limits import SESSION_SLOT
 from smart_transfer.server.logs import log_access
+from smart_transfer.server.metrics import SESSION_FLOW
 from smart_transfer.server.pull_flow import run_pull
 from smart_transfer.server.push_flow import run_push
 from smart_transfer.server.session import ClientGone, ServerSession
@@ -54,8 +56,10 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
     flow, access = FLOWS[record.flow]
     asking = Asking(websocket.headers.get("authorization"), record.client, dataset.name, access)
     active = state.metrics.sessions_active.labels(record.flow)
+    SESSION_FLOW.set(record.flow)  # this connection's own task: its store calls count for its flow
     with admitted(state, asking, state.sessions) as admission:
         record.subject = session.subject = admission.subject
+        SESSION_SLOT.set(admission.slot)  # the signer counts this session's URLs as its work
         session.grant = admission.grant
         active.inc()
         try:

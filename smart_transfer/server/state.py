@@ -12,6 +12,7 @@ from typing import TypeVar
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import ProtocolError
 from smart_transfer.repo import Repository
+from smart_transfer.server.adaptive import AdaptiveLimit
 from smart_transfer.server.announce import PeerBook
 from smart_transfer.server.auth import Authorizer, Grant
 from smart_transfer.server.follow import HeadWatch
@@ -61,9 +62,16 @@ class ServerState:
         self._shutdown = asyncio.Event()
 
     def _limit(self, what: str, total: int, per_token: int) -> ConcurrencyLimit:
-        """A concurrency limit of ``what``, counting its Busy answers in the metrics."""
+        """A concurrency limit of ``what`` (adaptive under its cap unless ``--admission static``), counting
+        its Busy answers and showing its state in the metrics."""
         retry = self.settings.busy_retry_after_seconds
-        return ConcurrencyLimit(what, total, per_token, retry, lambda: self.metrics.busy.labels(what).inc())
+        bounds = self.settings.adaptive_bounds(total)
+        adaptive = AdaptiveLimit(bounds) if bounds is not None else None
+        limit = ConcurrencyLimit(
+            what, total, per_token, retry, lambda: self.metrics.busy.labels(what).inc(), adaptive=adaptive
+        )
+        self.metrics.watch_admission(limit)
+        return limit
 
     def temp_path(self) -> Path:
         """A fresh temporary file path on the server's disk (for bodies checked before storing)."""

@@ -40,11 +40,23 @@ class TransferRefused(TransferFailed):
 class UrlExpired(Exception):
     """The store refused the URL (403): it expired or is no longer valid; ask for a fresh one.
     ``moved``: bytes that did move before the refusal (parts or ranges of a large object that
-    completed), so the transfer progressed and the fresh URLs need only cover the rest."""
+    completed), so the transfer progressed and the fresh URLs need only cover the rest. ``refusal``:
+    what the store said, for the one line a user reads when fresh URLs are refused too."""
 
-    def __init__(self, name: str = "", moved: int = 0) -> None:
+    def __init__(self, name: str = "", moved: int = 0, refusal: str = "the store refused the URL (HTTP 403)") -> None:
         self.moved = moved
+        self.refusal = refusal
         super().__init__(name)
+
+
+def refused_fresh_urls(refusal: str, times: int) -> str:
+    """The one line of an object whose fresh URLs the store refused ``times`` in a row: a URL this fresh
+    has not expired, so the store wants what the request did not carry."""
+    return (
+        f"{refusal} with {times} fresh URLs in a row: not an expired URL; the store requires something "
+        "the request did not carry (the headers the URL was signed with, e.g. server-side encryption) "
+        "or the server's credentials lack that access"
+    )
 
 
 class StorageUnreachable(ConnectionError):

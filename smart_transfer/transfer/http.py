@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -161,8 +162,12 @@ async def exchange_once(
         transport, name, request, timeouts, size, too_large=too_large, max_bytes=bound, body=body, sink=sink
     )
     if answer.status not in accepted:
-        check_status(name, answer.status, answer.body)
+        check_status(name, answer.status, answer.body, upload=body is not None)
     return answer
+
+
+#: The error code of an S3 error document (``<Code>AccessDenied</Code>``).
+_STORE_CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,64})</Code>")
 
 
 def _typed_error(body: bytes) -> tuple[ErrorCode, str] | None:
@@ -184,14 +189,17 @@ def _already_held(request: HttpRequest, status: int, answer: bytes) -> bool:
         return False
 
 
-def check_status(name: str, status: int, body: bytes) -> None:
+def check_status(name: str, status: int, body: bytes, *, upload: bool = False) -> None:
     """Raise what an answer that is not the one asked for means: the server's typed refusal, an
-    expired URL (403), a retryable failure (5xx, 429) or another error status."""
+    expired URL (403, with the store's error code for the user's line), a retryable failure (5xx, 429)
+    or another error status."""
     typed = _typed_error(body)
     if typed is not None and typed[0] not in RETRYABLE:
         raise TransferRefused(name, *typed)
     if status == 403:
-        raise UrlExpired(name)
+        code = _STORE_CODE.search(body)
+        said = f" {code.group(1).decode('ascii', 'replace')}" if code else ""
+        raise UrlExpired(name, refusal=f"the store refused the {'upload' if upload else 'download'} (HTTP 403{said})")
     if status >= 500 or status == 429:
         raise TransferFailed(name, f"storage answered HTTP {status}", network=True, status=status)
     if status >= 300:

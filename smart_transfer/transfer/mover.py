@@ -19,7 +19,7 @@ from msgspec import Struct, field
 
 from smart_transfer.protocol.messages import HttpRequest, MultipartUpload, ObjectFile
 from smart_transfer.storage.parts import MAX_PARTS
-from smart_transfer.transfer.errors import TransferFailed, UrlExpired
+from smart_transfer.transfer.errors import TransferFailed, UrlExpired, refused_fresh_urls
 from smart_transfer.transfer.watchdog import ProgressWatchdog
 
 #: A URL is refreshed when less than this share of its lifetime is left (at most 30 s before expiry).
@@ -224,7 +224,8 @@ class ObjectMover:
                     self.result.bytes += refused.moved
                     refusals = 0 if refused.moved else refusals + 1
                     if refusals >= MAX_REFRESHES_PER_OBJECT:
-                        raise TransferFailed(item.physical_hash, "the store kept refusing fresh URLs") from None
+                        reason = refused_fresh_urls(refused.refusal, refusals)
+                        raise TransferFailed(item.physical_hash, reason) from None
                     with self._flight():
                         request = await self._refresh(item, force=True)
 

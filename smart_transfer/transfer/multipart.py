@@ -53,6 +53,6 @@ async def upload_parts(
 
     try:
         await run_pieces(upload.parts, send, parallel, slots)
-    except UrlExpired:
-        raise UrlExpired(name, sent) from None  # the parts that went need no fresh URL
+    except UrlExpired as refused:
+        raise UrlExpired(name, sent, refused.refusal) from None  # the parts that went need no fresh URL
     return sent

@@ -240,8 +240,8 @@ async def _download_once(
         missing = [part for part in ranges if part.number not in journal.done]
         try:
             await run_pieces(missing, fetch, large.parallel_parts, slots)
-        except UrlExpired:
-            raise UrlExpired(job.name, fetched) from None  # the ranges that arrived are kept
+        except UrlExpired as refused:
+            raise UrlExpired(job.name, fetched, refused.refusal) from None  # the ranges that arrived are kept
         return await hashing, fetched, resumed
     finally:
         hashing.cancel()

@@ -2,8 +2,9 @@
 local S3 (or a peer) that forwards every request unchanged (Host header included, so presigned
 signatures made for the proxy's host:port still verify upstream) and, per rules changed at runtime,
 damages the requests that match one: corrupt bytes, short body, wrong Content-Length, 404/500/503,
-reset mid-body, stall before the headers or during the body, slow drip. With ``answer_like_aws_kms``
-it also answers as AWS S3 does for objects encrypted with SSE-KMS (which Ceph does not): ETags that are
+reset mid-body, stall before the headers or during the body, slow drip, a PUT without its signed
+encryption headers (``drop_sse``: a client that leaves out the headers its URL came with). With
+``answer_like_aws_kms`` it also answers as AWS S3 does for SSE-KMS objects (which Ceph does not): ETags that are
 not the MD5 of the bytes, ``x-amz-server-side-encryption: aws:kms`` on object answers, and a PUT's
 ``x-amz-checksum-sha256`` checked against the body on arrival, kept, and answered to a HEAD that asks
 for it (``x-amz-checksum-mode: ENABLED``).
@@ -45,6 +46,7 @@ FAULTS = (
     "stall_headers",
     "stall_body",
     "drip",
+    "drop_sse",
 )
 STATUS_REASONS = {"404": "Not Found", "500": "Internal Server Error", "503": "Service Unavailable"}
 S3_CODES = {"404": "NoSuchKey", "500": "InternalError", "503": "SlowDown"}
@@ -380,7 +382,9 @@ class Proxy:
         if fault == "wrong_length" and body:
             body = body[:-1]
             head.set("Content-Length", str(len(body)))
-        if fault in ("corrupt", "wrong_length"):
+        if fault == "drop_sse":
+            head.headers = [(k, v) for k, v in head.headers if not k.lower().startswith("x-amz-server-side-encryption")]
+        if fault in ("corrupt", "wrong_length", "drop_sse"):
             answer, answer_body = await self._forward(head, body)
             writer.write(answer.encode() + answer_body)
             await writer.drain()

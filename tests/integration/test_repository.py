@@ -111,6 +111,18 @@ def test_index_is_rebuilt_from_the_store(make_store: object, tmp_path: Path) -> 
         assert len(list(rebuilt.blocks_after(tip, None))) == 6
 
 
+def _rewrite_after_block_1(dataset: DatasetRepository) -> tuple[list[Multihash], NewBlock]:
+    """Rewrite ``dataset``'s history from block 1 (a force): every later block is replaced by one other
+    block. Returns the old chain's block hashes and the new block."""
+    tip = dataset.require_tip()
+    hashes = [h for h, _ in dataset.blocks_after(tip, None)]
+    base = dataset.chain_tip_at(hashes[1])
+    assert base is not None
+    other = NewBlock.of(MetadataBlock(2, hashes[1], utc_now(), SetInfo("rewritten")))
+    dataset.commit(tip.head, base, [other])
+    return hashes, other
+
+
 def test_index_follows_a_rewrite_made_elsewhere(make_store: object, tmp_path: Path) -> None:
     with _repository(make_store, tmp_path, "index-a") as a, _repository(make_store, tmp_path, "index-b") as b:
         _add_data(a.dataset("rw"), b"one")
@@ -119,17 +131,24 @@ def test_index_follows_a_rewrite_made_elsewhere(make_store: object, tmp_path: Pa
         seen_by_b = b.dataset("rw").require_tip()
         assert seen_by_b.sequence_number == 3
         # a rewrites history from block 1 (force): blocks 2 and 3 are replaced by one other block
-        dataset = a.dataset("rw")
-        tip = dataset.require_tip()
-        hashes = [h for h, _ in dataset.blocks_after(tip, None)]
-        base = dataset.chain_tip_at(hashes[1])
-        assert base is not None
-        other = NewBlock.of(MetadataBlock(2, hashes[1], utc_now(), SetInfo("rewritten")))
-        dataset.commit(tip.head, base, [other])
+        hashes, other = _rewrite_after_block_1(a.dataset("rw"))
         after = b.dataset("rw").require_tip()
         assert after.head == other.hash
         assert after.sequence_number == 2
         assert [h for h, _ in b.dataset("rw").blocks_after(after, None)] == [*hashes[:2], other.hash]
+
+
+def test_a_rewrite_keeps_claiming_objects_a_kept_block_references(make_store: object, tmp_path: Path) -> None:
+    # block 2 adds the same bytes block 1 did; a rewrite from block 1 replaces block 2: the object is
+    # still block 1's, so the index must still call it committed (pulls are planned from that answer)
+    with _repository(make_store, tmp_path) as repo:
+        dataset = repo.dataset("reuse")
+        _add_data(dataset, b"shared bytes")
+        _add_data(dataset, b"shared bytes")
+        _add_data(dataset, b"replaced only")
+        _rewrite_after_block_1(dataset)
+        assert dataset.committed(ObjectKind.DATA, Multihash.of(b"shared bytes"))
+        assert not dataset.committed(ObjectKind.DATA, Multihash.of(b"replaced only"))
 
 
 def test_a_corrupted_stored_pack_is_reported(make_store: object, tmp_path: Path) -> None:

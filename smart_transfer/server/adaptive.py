@@ -1,0 +1,131 @@
+"""An adaptive concurrency limit (a gradient limiter in the style of Netflix's concurrency-limits
+``Gradient2``), pure: no I/O, no clock of its own. The server's session and request limits ask it how many
+holders they may admit; every admitted operation reports how long it held its slot.
+
+Why latency, and which: past the knee the store saturates under the clients' own presigned transfers, and
+the server sees it only as operations that take longer (a pull or push session lasts from admission to its
+end, object transfers included). Operations differ in size: the caller reports a session's duration per
+unit of its work (one, plus one per presigned URL it was given), and each sample is divided by the
+long-term average of its own kind: a ratio near 1 is "as usual", whatever the kind and size.
+
+Every ``interval`` seconds that saw enough samples, the mean ratio of that window is compared with the
+``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)``; the target is ``limit * gradient`` when
+latency is above the tolerance, else ``limit + sqrt(limit)``, and
+``limit <- (1 - smoothing) * limit + smoothing * target``, within ``[minimum, maximum]``. Fine latency
+grows the limit by ``smoothing * sqrt(limit)`` per window, but only while at least half of it is in use (an
+idle limit proves nothing); rising latency shrinks it, by at most ``smoothing / 2`` of it per window.
+Kinds are the access asked: read (pulls, GET) and write (pushes, PUT), per limit.
+
+The baseline is the mean of a kind's first samples, then an exponential average over about
+``baseline_samples`` samples of those that were within the tolerance (see ``_ratio``); sessions that last
+far longer than usual (a ``pull --follow``) weigh at most ``MAX_RATIO``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+#: A window needs this many samples before it moves the limit (fewer say nothing reliable).
+MIN_WINDOW_SAMPLES = 3
+#: A kind's first samples make its baseline (their plain mean; until then its samples count as usual).
+WARM_UP_SAMPLES = 20
+#: One sample's ratio to its baseline is capped here: a follow session lasting an hour is one long
+#: sample, not a reason to halve the limit.
+MAX_RATIO = 10.0
+#: The most one window may shrink the target (Gradient2's floor).
+MIN_GRADIENT = 0.5
+
+
+@dataclass(frozen=True)
+class AdaptiveBounds:
+    """The limiter's settings (see the ``--admission-*`` server settings)."""
+
+    minimum: int
+    maximum: int
+    initial: int
+    interval: float
+    smoothing: float
+    tolerance: float
+    baseline_samples: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.minimum <= self.maximum or not self.minimum <= self.initial <= self.maximum:
+            raise ValueError(f"need 1 <= minimum <= initial <= maximum, got {self}")
+
+
+@dataclass
+class _Baseline:
+    """The long-term average latency of one kind of operation."""
+
+    seconds: float = 0.0
+    samples: int = 0
+
+
+@dataclass
+class AdaptiveLimit:
+    """The current limit and what it was computed from. ``sample`` records one finished operation at
+    time ``now``; the limit moves when a window of ``interval`` seconds has closed."""
+
+    bounds: AdaptiveBounds
+    limit: float = field(init=False)
+    window_started: float | None = None
+    #: The last closed window's mean ratio of latency to baseline (1: as usual) and mean latency.
+    last_ratio: float = 1.0
+    last_seconds: float = 0.0
+    baselines: dict[str, _Baseline] = field(default_factory=dict)
+    _ratios: list[float] = field(default_factory=list)
+    _seconds: list[float] = field(default_factory=list)
+    #: The most holders seen in the window: did it use the limit?
+    _busiest: int = 0
+
+    def __post_init__(self) -> None:
+        self.limit = float(self.bounds.initial)
+
+    @property
+    def admits(self) -> int:
+        """How many holders the limit admits now (a whole number within the bounds)."""
+        return max(self.bounds.minimum, min(self.bounds.maximum, int(self.limit)))
+
+    def sample(self, kind: str, seconds: float, now: float, in_flight: int) -> None:
+        """One operation of ``kind`` held its slot ``seconds`` and ended at ``now``, when ``in_flight``
+        holders (itself included) had slots."""
+        seconds = max(seconds, 1e-6)
+        self._ratios.append(min(MAX_RATIO, self._ratio(kind, seconds)))
+        self._seconds.append(seconds)
+        self._busiest = max(self._busiest, in_flight)
+        if self.window_started is None:
+            self.window_started = now
+        if now - self.window_started >= self.bounds.interval and len(self._ratios) >= MIN_WINDOW_SAMPLES:
+            self._close_window(self._busiest)
+            self.window_started = now
+
+    def _ratio(self, kind: str, seconds: float) -> float:
+        """This sample against its kind's baseline (before the sample joins it). The baseline learns from
+        samples within the tolerance, so that an overload does not become the usual by lasting; and from
+        every sample while the limit sits at its minimum, so that a store that got slower for good becomes
+        the usual instead of a reason to refuse forever."""
+        baseline = self.baselines.setdefault(kind, _Baseline())
+        if baseline.samples < WARM_UP_SAMPLES:  # the first samples: their plain mean
+            baseline.samples += 1
+            baseline.seconds += (seconds - baseline.seconds) / baseline.samples
+            return 1.0
+        ratio = seconds / baseline.seconds
+        if ratio <= self.bounds.tolerance or self.admits <= self.bounds.minimum:
+            baseline.seconds += 2.0 / (self.bounds.baseline_samples + 1) * (seconds - baseline.seconds)
+            baseline.samples += 1
+        return ratio
+
+    def _close_window(self, busiest: int) -> None:
+        ratio = sum(self._ratios) / len(self._ratios)
+        self.last_ratio, self.last_seconds = ratio, sum(self._seconds) / len(self._seconds)
+        self._ratios.clear()
+        self._seconds.clear()
+        self._busiest = 0
+        gradient = max(MIN_GRADIENT, min(1.0, self.bounds.tolerance / ratio))
+        if gradient >= 1.0 and busiest < self.limit / 2:
+            return  # latency is fine but the limit is not in use: growing it would prove nothing
+        # grow additively (about sqrt(limit)), shrink multiplicatively: Gradient2 adds its queue term on
+        # both, which keeps the limit at 4 or more however slow the store gets (L = L/2 + sqrt(L))
+        target = self.limit * gradient if gradient < 1.0 else self.limit + math.sqrt(self.limit)
+        smoothed = (1 - self.bounds.smoothing) * self.limit + self.bounds.smoothing * target
+        self.limit = max(float(self.bounds.minimum), min(float(self.bounds.maximum), smoothed))

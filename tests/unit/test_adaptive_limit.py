@@ -1,0 +1,175 @@
+"""The adaptive admission limit (server/adaptive.py) and the concurrency limit that asks it
+(server/limits.py): deterministic, with an injected clock; no speed is asserted anywhere."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smart_transfer.config import SettingError
+from smart_transfer.server.adaptive import AdaptiveBounds, AdaptiveLimit
+from smart_transfer.server.limits import Busy, ConcurrencyLimit
+from smart_transfer.server.metrics import Metrics
+from smart_transfer.server.settings import ServerSettings
+
+
+def bounds(**changed: float) -> AdaptiveBounds:
+    values = dict(minimum=2, maximum=64, initial=64, interval=1.0, smoothing=0.5, tolerance=2.0, baseline_samples=1000)
+    values.update(changed)
+    return AdaptiveBounds(**values)  # type: ignore[arg-type]
+
+
+def feed(limit: AdaptiveLimit, seconds: float, windows: int, start: float, in_flight: int, kind: str = "read") -> float:
+    """``windows`` closed windows of ten samples of ``seconds`` each; the time after them."""
+    now = start
+    for _ in range(windows):
+        for _ in range(10):
+            now += 0.11
+            limit.sample(kind, seconds, now, in_flight)
+    return now
+
+
+def test_limit_shrinks_when_latency_rises_far_above_the_usual() -> None:
+    limit = AdaptiveLimit(bounds())
+    now = feed(limit, 0.05, windows=5, start=0.0, in_flight=64)
+    assert limit.admits == 64  # as usual: stays at the cap
+    feed(limit, 1.0, windows=10, start=now, in_flight=64)  # twenty times the usual
+    assert limit.admits < 32
+    assert limit.last_ratio > 2.0
+
+
+def test_limit_grows_back_slowly_when_latency_is_fine_again() -> None:
+    limit = AdaptiveLimit(bounds(initial=4))
+    now = feed(limit, 0.05, windows=3, start=0.0, in_flight=4)
+    after_three = limit.admits
+    assert 4 < after_three < 64  # grows, by about sqrt(limit) per window, not to the cap at once
+    feed(limit, 0.05, windows=60, start=now, in_flight=64)
+    assert limit.admits == 64
+
+
+def test_an_idle_limit_does_not_grow() -> None:
+    limit = AdaptiveLimit(bounds(initial=8))
+    feed(limit, 0.05, windows=20, start=0.0, in_flight=1)  # one holder of 8: latency says nothing of 16
+    assert limit.admits == 8
+
+
+def test_kinds_have_their_own_usual_duration() -> None:
+    limit = AdaptiveLimit(bounds())
+    now = feed(limit, 0.02, windows=3, start=0.0, in_flight=64, kind="read")
+    now = feed(limit, 2.0, windows=3, start=now, in_flight=64, kind="write")  # pushes are long, not a sign of load
+    assert limit.admits == 64
+    assert set(limit.baselines) == {"read", "write"}
+    assert limit.baselines["write"].seconds > limit.baselines["read"].seconds
+
+
+def test_a_window_needs_its_interval_and_a_few_samples() -> None:
+    limit = AdaptiveLimit(bounds())
+    feed(limit, 0.05, windows=2, start=0.0, in_flight=64)
+    before = limit.limit
+    limit.sample("read", 50.0, 100.0, 64)  # one slow sample opens a window; alone it moves nothing
+    limit.sample("read", 50.0, 200.0, 64)
+    assert limit.limit == before
+
+
+def test_one_very_long_session_weighs_at_most_max_ratio() -> None:
+    limit = AdaptiveLimit(bounds())
+    now = feed(limit, 0.05, windows=3, start=0.0, in_flight=64)
+    limit.sample("read", 3600.0, now + 0.1, 64)  # a pull --follow that lasted an hour
+    feed(limit, 0.05, windows=1, start=now + 0.1, in_flight=64)
+    assert limit.admits > 48
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    minimum=st.integers(1, 20),
+    extra=st.integers(0, 100),
+    smoothing=st.floats(0.01, 1.0),
+    tolerance=st.floats(1.0, 10.0),
+    samples=st.lists(
+        st.tuples(st.sampled_from(["read", "write"]), st.floats(0.0, 1e4), st.floats(0.0, 5.0), st.integers(0, 200)),
+        max_size=300,
+    ),
+)
+def test_the_limit_always_stays_within_its_bounds(
+    minimum: int, extra: int, smoothing: float, tolerance: float, samples: list[tuple[str, float, float, int]]
+) -> None:
+    limit = AdaptiveLimit(AdaptiveBounds(minimum, minimum + extra, minimum + extra // 2, 0.5, smoothing, tolerance, 50))
+    now = 0.0
+    for kind, seconds, step, in_flight in samples:
+        now += step
+        limit.sample(kind, seconds, now, in_flight)
+        assert minimum <= limit.admits <= minimum + extra
+        assert minimum <= limit.limit <= minimum + extra
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_limit_below_its_cap_refuses_the_excess_with_busy_and_counts_it() -> None:
+    clock = Clock()
+    adaptive = AdaptiveLimit(bounds(minimum=1, maximum=4, initial=1))
+    slots = ConcurrencyLimit("sessions", 4, 4, retry_after=3, adaptive=adaptive, clock=clock)
+    with slots.hold("a", "read"), pytest.raises(Busy) as refused, slots.hold("b", "read"):
+        pass
+    assert refused.value.retry_after == 3
+    assert "adaptive limit 1 of 4" in str(refused.value)
+    assert slots.adaptive_refusals == 1 and slots.active == 0
+
+
+def test_each_hold_is_timed_by_the_clock_it_was_given() -> None:
+    clock = Clock()
+    adaptive = AdaptiveLimit(bounds())
+    slots = ConcurrencyLimit("requests", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
+    with slots.hold("a", "write"):
+        clock.now += 2.5
+    assert adaptive.baselines["write"].seconds == 2.5
+
+
+def test_static_admission_keeps_the_cap_and_exports_the_state() -> None:
+    settings_ = ServerSettings(admission="static")
+    assert settings_.adaptive_bounds(64) is None
+    metrics = Metrics()
+    slots = ConcurrencyLimit("sessions", 5, 5, retry_after=1)
+    metrics.watch_admission(slots)
+    text = metrics.render().decode()
+    assert 'smart_transfer_admission_limit{limit="sessions"} 5.0' in text
+    assert 'smart_transfer_admission_refusals_total{limit="sessions"} 0.0' in text
+
+
+def test_adaptive_bounds_come_from_the_settings_within_each_cap() -> None:
+    found = ServerSettings(admission_min=10, admission_initial=0.5).adaptive_bounds(4)
+    assert found is not None and (found.minimum, found.initial, found.maximum) == (4, 4, 4)
+    with pytest.raises(SettingError, match="--admission-tolerance"):
+        ServerSettings(admission_tolerance=0.5)
+    with pytest.raises(SettingError, match="--admission"):
+        ServerSettings(admission="fast")
+
+
+def test_a_lasting_slowdown_becomes_the_usual_once_the_limit_is_at_its_minimum() -> None:
+    limit = AdaptiveLimit(bounds(baseline_samples=50))
+    now = feed(limit, 0.05, windows=3, start=0.0, in_flight=64)
+    seen = []
+    for _ in range(100):  # the store gets twenty times slower and stays so
+        now = feed(limit, 1.0, windows=1, start=now, in_flight=64)
+        seen.append(limit.admits)
+    assert min(seen) == 2  # first the minimum
+    assert seen[-1] > 2 and seen.index(2) < len(seen) - 1
+    assert limit.baselines["read"].seconds > 0.5
+
+
+def test_a_hold_is_sampled_per_unit_of_its_work() -> None:
+    clock = Clock()
+    adaptive = AdaptiveLimit(bounds())
+    slots = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
+    with slots.hold("a", "read") as slot:
+        slot.work += 9  # nine object URLs: a session of ten units of work lasting 2 s is 0.2 s per unit
+        clock.now += 2.0
+    assert adaptive.baselines["read"].seconds == 0.2

@@ -30,8 +30,10 @@ from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.reading.absent import AbsentByChoice, FetchAbsent, absent_runs, slices_left_out
 from smart_transfer.reading.chain_view import files_absent
 from smart_transfer.repo import Workspace
+from smart_transfer.repo.compare import compare_versions
 from smart_transfer.repo.rows import combined_schema, conform, empty_table, last_records, read_rows
 from smart_transfer.repo.slices import ChainSlices, SliceEntry
+from smart_transfer.storage import ObjectNotFound
 
 if TYPE_CHECKING:
     import pandas
@@ -182,9 +184,6 @@ class LocalDataset:
         schema at a version) that is absent by choice is fetched when this handle was given ``fetch`` and
         the comparison made again, else AbsentByChoice names it; a lost one is named with how to get it
         back. Raises VersionError for a version that is none, or names no block of the chain."""
-        from smart_transfer.repo.compare import compare_versions
-        from smart_transfer.storage import ObjectNotFound
-
         dataset = self._chain.dataset
         for _ in range(_FOOTERS_READ):
             try:

@@ -197,7 +197,7 @@ def _admitted_kinds(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def criteria_section(run: dict[str, Any]) -> list[str]:
     """The Done criteria per configuration, and what they were meant for when this run is not that."""
-    lines = ["### Done criteria (issue 47)", ""]
+    lines = ["### Overload goals", ""]
     if run["quick"] or 200 not in run["levels"]:
         lines += [
             f"The criteria are meant for 50, 100 and 200 clients (400 if the machine allows) on a quiet machine; "

@@ -48,6 +48,9 @@ FAULTS = (
     "drip",
     "drop_sse",
 )
+#: The store's own misbehaviours, which the store-fault matrix meets with every transfer class; not
+#: ``drop_sse``, a client's fault that matters only against an encrypted bucket (test_encryption_refused.py).
+STORE_FAULTS = tuple(fault for fault in FAULTS if fault != "drop_sse")
 STATUS_REASONS = {"404": "Not Found", "500": "Internal Server Error", "503": "Service Unavailable"}
 S3_CODES = {"404": "NoSuchKey", "500": "InternalError", "503": "SlowDown"}
 #: An ETag inside an XML answer (listings, listed parts, a completion), quoted either way.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import S3Env, ServerProcess, backend_args, run_cli, start_server, summary
 from tests.faults.bounded import Bounds, fresh, local_head
-from tests.faults.proxy import FAULTS, Proxy, Rule
+from tests.faults.proxy import STORE_FAULTS, Proxy, Rule
 
 KIB, MIB = 1024, 1024 * 1024
 BOUNDS = Bounds()
@@ -32,7 +32,7 @@ CLASSES: dict[str, tuple[int, int, list[str]]] = {
 }
 PULL_CLASSES = ("small-curl", "small-aiohttp", "mid", "ranged", "simple", "peer")
 PUSH_CLASSES = ("small-curl", "small-aiohttp", "mid", "multipart")
-CASES = [(f, "always") for f in FAULTS] + [(f, "once") for f in ONCE]
+CASES = [(f, "always") for f in STORE_FAULTS] + [(f, "once") for f in ONCE]
 #: The classes a fault that fires once is tried on: one per engine and path a retry takes (the other
 #: classes share these retry paths; every class meets every fault that always fires).
 ONCE_CLASSES = ("small-curl", "small-aiohttp", "ranged", "simple", "multipart")

@@ -39,7 +39,7 @@ from locust.env import Environment
 
 from smart_transfer.client.client import BUSY_ATTEMPTS, MAX_BUSY_DELAY
 from smart_transfer.server.settings import ServerSettings
-from smart_transfer.transfer.backoff import longest_backoff
+from smart_transfer.transfer.backoff import backoff_delay, longest_backoff
 
 CONFIG: dict[str, Any] = json.loads(Path(os.environ["LT_CONFIG"]).read_text())
 WAIT = between(float(CONFIG["wait_min"]), float(CONFIG["wait_max"]))
@@ -289,20 +289,38 @@ def checked(response: Any, expected: int = 200) -> None:
 
 
 class TokenHttpUser(FastHttpUser):
-    """A REST user with its own bearer token; every wait is bounded."""
+    """A REST user with its own bearer token; every wait is bounded. Refused with 429/503 + Retry-After,
+    it waits as told before its next request, doubling with each refusal in a row (as the SDK's Busy retry
+    does, and as HTTP asks of a client told Retry-After); a user that came straight back would measure the
+    cost of ignoring the server, not the server."""
 
     abstract = True
-    wait_time = WAIT
     network_timeout = 30.0
     connection_timeout = 10.0
 
     def on_start(self) -> None:
         self.index, token = next_token()
         self.auth = {"Authorization": f"Bearer {token}"}
+        self.refusals_in_a_row = 0
+        self.retry_after = 0.0
+
+    def wait_time(self) -> float:
+        """Think time, or the server's Retry-After (doubled per refusal in a row, with jitter) when refused."""
+        if not self.refusals_in_a_row:
+            return float(WAIT(self))
+        return backoff_delay(self.refusals_in_a_row, self.retry_after, MAX_BUSY_DELAY)
+
+    def check(self, response: Any) -> None:
+        checked(response)
+        if refused(response):
+            self.refusals_in_a_row += 1
+            self.retry_after = float(response.headers.get("Retry-After") or 1)
+        else:
+            self.refusals_in_a_row = 0
 
     def get(self, path: str, name: str) -> None:
         with self.client.get(path, headers=self.auth, name=name, catch_response=True) as response:
-            checked(response)
+            self.check(response)
 
 
 class RestReader(TokenHttpUser):
@@ -341,4 +359,4 @@ class SharingReader(TokenHttpUser):
         path = f"/delta-sharing/shares/smart-transfer/schemas/datasets/tables/{CONFIG['table']}/query"
         headers = {**self.auth, "Content-Type": "application/json"}
         with self.client.post(path, json={}, headers=headers, name="DS table query", catch_response=True) as r:
-            checked(r)
+            self.check(r)

@@ -18,11 +18,20 @@ Kinds are the access asked: read (pulls, GET) and write (pushes, PUT), per limit
 
 The baseline is the mean of a kind's first samples, then an exponential average over about
 ``baseline_samples`` samples of those that were within the tolerance (see ``_ratio``); sessions that last
-far longer than usual (a ``pull --follow``) weigh at most ``MAX_RATIO``."""
+far longer than usual (a ``pull --follow``) weigh at most ``MAX_RATIO``.
+
+A second signal is the server's own delay (``delay``: how late it runs its work, see
+server/congestion.py), for the overload the first cannot see: when the server itself is the bottleneck
+(its CPU, its event loop), every operation is late by the same queueing whatever its kind, and a
+baseline learnt under that load would call it usual. When a window closes with the delay above
+``delay_target``, the limit drops at once (not smoothed) to ``min(limit, busiest) * gradient`` with
+``gradient = clamp(delay_target / delay, 0.5, 1)``: from what was really in use, because a limit far above
+its use would otherwise take many windows to come down to where it bites. It grows back as above."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: A window needs this many samples before it moves the limit (fewer say nothing reliable).
@@ -47,6 +56,8 @@ class AdaptiveBounds:
     smoothing: float
     tolerance: float
     baseline_samples: int
+    #: The server's delay (seconds) above which the limit drops; 0: the delay is not watched.
+    delay_target: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.minimum <= self.maximum or not self.minimum <= self.initial <= self.maximum:
@@ -67,11 +78,15 @@ class AdaptiveLimit:
     time ``now``; the limit moves when a window of ``interval`` seconds has closed."""
 
     bounds: AdaptiveBounds
+    #: How late the server runs its work now (seconds), asked when a window closes; None: not watched.
+    delay: Callable[[], float] | None = None
     limit: float = field(init=False)
     window_started: float | None = None
     #: The last closed window's mean ratio of latency to baseline (1: as usual) and mean latency.
     last_ratio: float = 1.0
     last_seconds: float = 0.0
+    #: The server's delay when the last window closed (0 when not watched).
+    last_delay: float = 0.0
     baselines: dict[str, _Baseline] = field(default_factory=dict)
     _ratios: list[float] = field(default_factory=list)
     _seconds: list[float] = field(default_factory=list)
@@ -121,6 +136,8 @@ class AdaptiveLimit:
         self._ratios.clear()
         self._seconds.clear()
         self._busiest = 0
+        if self._server_late(busiest):
+            return
         gradient = max(MIN_GRADIENT, min(1.0, self.bounds.tolerance / ratio))
         if gradient >= 1.0 and busiest < self.limit / 2:
             return  # latency is fine but the limit is not in use: growing it would prove nothing
@@ -129,3 +146,15 @@ class AdaptiveLimit:
         target = self.limit * gradient if gradient < 1.0 else self.limit + math.sqrt(self.limit)
         smoothed = (1 - self.bounds.smoothing) * self.limit + self.bounds.smoothing * target
         self.limit = max(float(self.bounds.minimum), min(float(self.bounds.maximum), smoothed))
+
+    def _server_late(self, busiest: int) -> bool:
+        """Drop the limit when the server's delay is above its target (see the module's docstring);
+        whether it was."""
+        target = self.bounds.delay_target
+        self.last_delay = self.delay() if self.delay is not None and target > 0 else 0.0
+        if self.last_delay <= target or target <= 0:
+            return False
+        gradient = max(MIN_GRADIENT, target / self.last_delay)
+        dropped = min(self.limit, float(max(busiest, 1))) * gradient
+        self.limit = max(float(self.bounds.minimum), min(float(self.bounds.maximum), dropped))
+        return True

@@ -54,7 +54,11 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         asyncio.get_running_loop().set_default_executor(state.workers)  # every asyncio.to_thread runs there
-        yield
+        watching = asyncio.create_task(state.delay.watch())
+        try:
+            yield
+        finally:
+            watching.cancel()
         # the index closes only once no worker thread can still be using it
         running = state.workers.stop(WORKERS_STOP_SECONDS)
         if running:

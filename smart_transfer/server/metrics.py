@@ -110,6 +110,16 @@ class Metrics:
         )
         oldest.set_function(oldest_wait)
 
+    def watch_delay(self, delay: Callable[[], float]) -> None:
+        """A gauge read at scrape time: how late the server runs its work (server/congestion.py)."""
+        gauge = Gauge(
+            "smart_transfer_server_delay_seconds",
+            "How late the server runs its work: the event loop's lag or the worker queue's oldest wait, "
+            "averaged over about a second (what --admission-delay-target compares)",
+            registry=self.registry,
+        )
+        gauge.set_function(delay)
+
     def watch_admission(self, limit: ConcurrencyLimit) -> None:
         """Export the state of a session or request limit at scrape time (adaptive or static)."""
         self.registry.register(AdmissionCollector(limit))

@@ -295,6 +295,16 @@ class ServerSettings:
         minimum=10,
         maximum=1_000_000,
     )
+    admission_delay_target_seconds: float = setting(
+        0.1,
+        "--admission-delay-target",
+        "the adaptive limit drops when the server runs its work later than this on average (its event loop's "
+        "lag, or its worker queue's wait): the server itself is overloaded; 0 turns this signal off",
+        parse=float,
+        minimum=0.0,
+        maximum=60,
+        unit="seconds",
+    )
     worker_threads: int = setting(
         32,
         "--worker-threads",
@@ -439,6 +449,7 @@ class ServerSettings:
             smoothing=self.admission_smoothing,
             tolerance=self.admission_tolerance,
             baseline_samples=self.admission_baseline_samples,
+            delay_target=self.admission_delay_target_seconds,
         )
 
     @property

@@ -15,6 +15,7 @@ from smart_transfer.repo import Repository
 from smart_transfer.server.adaptive import AdaptiveLimit
 from smart_transfer.server.announce import PeerBook
 from smart_transfer.server.auth import Authorizer, Grant
+from smart_transfer.server.congestion import ServerDelay
 from smart_transfer.server.follow import HeadWatch
 from smart_transfer.server.limits import Busy, ConcurrencyLimit
 from smart_transfer.server.metrics import Metrics
@@ -46,11 +47,14 @@ class ServerState:
         #: Every presigned object URL is made and counted here (server/signer.py).
         self.signer = Signer(self.metrics)
         self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
-        self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
-        self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
         #: The threads of every blocking call (installed as the loop's default executor at start).
         self.workers = WorkerPool(settings.worker_threads)
         self.metrics.watch_workers(lambda: self.workers.queued, self.workers.oldest_wait)
+        #: How late the server runs its work (sampled by the lifespan's task; steers the adaptive limits).
+        self.delay = ServerDelay(self.workers.oldest_wait)
+        self.metrics.watch_delay(self.delay)
+        self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
+        self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
         self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)
         self.heads = HeadWatch(settings.follow_poll_min_seconds, settings.follow_poll_max_seconds)
@@ -66,7 +70,7 @@ class ServerState:
         its Busy answers and showing its state in the metrics."""
         retry = self.settings.busy_retry_after_seconds
         bounds = self.settings.adaptive_bounds(total)
-        adaptive = AdaptiveLimit(bounds) if bounds is not None else None
+        adaptive = AdaptiveLimit(bounds, self.delay) if bounds is not None else None
         limit = ConcurrencyLimit(
             what, total, per_token, retry, lambda: self.metrics.busy.labels(what).inc(), adaptive=adaptive
         )

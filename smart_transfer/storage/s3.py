@@ -10,7 +10,9 @@ A plain copy of the value is also written to ``{key}`` for people and tools brow
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -50,8 +52,14 @@ from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
 REF_LISTING = "ListObjectsV2.ref"
 #: Generation numbers are written inverted so the newest sorts first.
 _GENERATION_BASE = 10**19 - 1
+#: A generation record as a LIST names it: key, ETag, size, last-modified.
+_Record = tuple[str, str, int, str]
 #: References are small objects (a hash); larger values are refused.
 MAX_REF_BYTES = 1024
+#: Generation records kept in memory (at most MAX_REF_BYTES each): a record is written once and never
+#: changed, so a reference read whose LIST names a record already read needs no GET (under load a server
+#: reads the same few heads hundreds of times a second; Delta Sharing's table listing reads every head).
+MAX_CACHED_RECORDS = 4096
 #: S3's answers to a CompleteMultipartUpload whose parts are not what it was told.
 _ASSEMBLY_REFUSALS = ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "BadDigest")
 #: Server-side encryption S3 applies to what it stores: SSE-S3 (its own keys) or SSE-KMS (a KMS key).
@@ -158,6 +166,9 @@ class S3Store(ObjectStore):
         )
         self._observer: StoreObserver | None = None
         self._session, self._region = session, region_name
+        #: Generation records read, by their listing (see ``_read_record``), least recently used first.
+        self._records: OrderedDict[_Record, bytes] = OrderedDict()
+        self._records_lock = threading.Lock()
         self._probe: Any = None
         self._probe_timeout = 0.0
 
@@ -365,25 +376,39 @@ class S3Store(ObjectStore):
             raise self._unavailable(exc) from None
         return True
 
-    def _newest_generation(self, key: str) -> tuple[int, str | None]:
-        """The newest generation number of a reference and the key of its record."""
+    def _newest_generation(self, key: str) -> tuple[int, _Record | None]:
+        """The newest generation number of a reference and its record as listed."""
         with self._errors(key):
             response = self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._full(key) + ".gen/", MaxKeys=1)
         contents = response.get("Contents", [])
         if not contents:
             return 0, None
-        record = str(contents[0]["Key"])
-        return _GENERATION_BASE - int(record.rsplit("/", 1)[1]), record
+        item = contents[0]
+        record = str(item["Key"])
+        listed = (record, str(item.get("ETag", "")), int(item.get("Size", -1)), str(item.get("LastModified", "")))
+        return _GENERATION_BASE - int(record.rsplit("/", 1)[1]), listed
 
     def _generation_key(self, key: str, generation: int) -> str:
         return f"{self._full(key)}.gen/{_GENERATION_BASE - generation:019d}"
 
-    def _read_record(self, key: str, record: str | None) -> bytes | None:
+    def _read_record(self, key: str, record: _Record | None) -> bytes | None:
+        """The value of a listed generation record: from memory when this very record (key, ETag, size and
+        time as listed: a dataset deleted and made again writes its first generation's key anew) was read
+        before, else by a GET."""
         if record is None:
             return None
+        with self._records_lock:
+            value = self._records.get(record)
+            if value is not None:
+                self._records.move_to_end(record)
+                return value
         with self._errors(key):
-            value: bytes = self._client.get_object(Bucket=self.bucket, Key=record)["Body"].read()
-        return value
+            body: bytes = self._client.get_object(Bucket=self.bucket, Key=record[0])["Body"].read()
+        with self._records_lock:
+            self._records[record] = body
+            while len(self._records) > MAX_CACHED_RECORDS:
+                self._records.popitem(last=False)
+        return body
 
     def read_ref(self, key: str) -> bytes | None:
         return self._read_record(key, self._newest_generation(key)[1])

@@ -141,7 +141,7 @@ def _describe_route(app: FastAPI, state: ServerState) -> None:
     ) -> ServerInfo | Response:
         if wants_html(request.headers.get("accept")):
             return RedirectResponse(UI_PREFIX, status_code=303, headers={"Vary": "Accept"})
-        with admitted(state, Asking(authorization, client_of(request))) as admission:  # any known token
+        async with admitted(state, Asking(authorization, client_of(request))) as admission:  # any known token
             size = check_page_size(limit)
             listed = await asyncio.to_thread(readable_datasets, repository, admission.grant, page_token, size)
             described = await asyncio.to_thread(rest_read.describe_many, repository, listed.names) if describe else None

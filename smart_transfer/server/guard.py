@@ -7,8 +7,8 @@ AuthError 401/403, Busy); each face renders that decision in its own shape throu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 
 from smart_transfer.server.auth import Access, Grant
@@ -48,8 +48,10 @@ def authenticate(state: ServerState, asking: Asking) -> Admitted:
     return Admitted(grant, limit_subject(grant, asking.client))
 
 
-@contextmanager
-def admitted(state: ServerState, asking: Asking, slots: ConcurrencyLimit | None = None) -> Iterator[Admitted]:
+@asynccontextmanager
+async def admitted(
+    state: ServerState, asking: Asking, slots: ConcurrencyLimit | None = None
+) -> AsyncIterator[Admitted]:
     """The whole guard: not draining (ShuttingDown), ``authenticate`` (in memory: an unknown token is told
     401, not busy), not overloaded (Busy: blocking work already waits too long for a thread), then one
     slot of ``slots`` (the request limit unless a session asks for the session limit) for as long as
@@ -58,5 +60,5 @@ def admitted(state: ServerState, asking: Asking, slots: ConcurrencyLimit | None 
     admission = authenticate(state, asking)
     state.refuse_if_overloaded()
     # the access asked is the kind the adaptive limit compares durations within (pull/push, read/write)
-    with (slots or state.requests).hold(admission.subject, asking.access.value) as slot:
+    async with (slots or state.requests).hold(admission.subject, asking.access.value) as slot:
         yield replace(admission, slot=slot)

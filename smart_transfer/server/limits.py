@@ -1,17 +1,26 @@
 """Concurrency limits: sessions (WebSocket) and requests (REST), globally and per token subject.
 Over the limit the answer is a typed "busy, retry after N s" (Error Busy / HTTP 429 Retry-After). The
 global limit is the static cap, or (``--admission adaptive``) an adaptive limit below it that every
-admitted operation's duration steers (server/adaptive.py)."""
+admitted operation's duration steers (server/adaptive.py).
+
+When the adaptive limit (not the cap, not the per-subject limit) is what is full, a newcomer may wait
+for a slot (``--admission-queue-wait``), in order of arrival, before it is refused: under overload slots
+free all the time, and a client told to come back in seconds leaves its slot idle until then (a server
+refusing at once ran at a fraction of its throughput while its clients backed off). A freed slot goes
+to the oldest waiter directly, so a newcomer cannot take it first. The wait counts as admission, not as
+the operation's time: the limit samples an operation from the moment it holds its slot. At the cap the
+refusal stays immediate: the cap is the operator's bound."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from smart_transfer.server.adaptive import AdaptiveLimit
 
@@ -40,7 +49,9 @@ class Busy(Exception):
 
 class ConcurrencyLimit:
     """At most ``total`` holders at once (fewer while ``adaptive`` says so), and at most ``per_subject``
-    for one subject. ``clock`` times each hold for the adaptive limit (a test injects its own)."""
+    for one subject; a newcomer held back by the adaptive limit alone waits up to ``queue_wait`` seconds
+    for a slot. ``clock`` times each hold for the adaptive limit (a test injects its own). Every hold runs
+    on the server's event loop (its waits are futures of that loop)."""
 
     def __init__(
         self,
@@ -51,6 +62,7 @@ class ConcurrencyLimit:
         on_busy: Callable[[], None] | None = None,
         adaptive: AdaptiveLimit | None = None,
         clock: Callable[[], float] = time.monotonic,
+        queue_wait: float = 0.0,
     ) -> None:
         self.what = what
         self.total = total
@@ -59,11 +71,14 @@ class ConcurrencyLimit:
         self.on_busy = on_busy
         self.adaptive = adaptive
         self.clock = clock
+        self.queue_wait = queue_wait
         #: Refusals because the adaptive limit stood below the static cap (the cap alone would have admitted).
         self.adaptive_refusals = 0
         self._lock = threading.Lock()
         self._by_subject: Counter[str] = Counter()
         self._active = 0
+        #: Newcomers waiting for a slot, oldest first.
+        self._waiting: deque[_Waiter] = deque()
 
     def _busy(self, message: str) -> Busy:
         if self.on_busy is not None:
@@ -75,27 +90,89 @@ class ConcurrencyLimit:
         """How many holders are admitted now: the adaptive limit, or the static cap."""
         return self.adaptive.admits if self.adaptive is not None else self.total
 
-    def _take(self, subject: str) -> None:
-        limit = self.limit
-        if self._active >= limit:
-            if limit < self.total:
-                self.adaptive_refusals += 1
-                raise self._busy(
-                    f"server busy: {self._active} {self.what} in progress (adaptive limit {limit} of {self.total}: "
-                    "the store answers slower than usual)"
-                )
-            raise self._busy(f"server busy: {self._active} {self.what} in progress (limit {self.total})")
+    @property
+    def waiting(self) -> int:
+        """Newcomers waiting for a slot now."""
+        return len(self._waiting)
+
+    def _refusal(self, subject: str) -> tuple[str, bool] | None:
+        """Why ``subject`` may not take a slot now, and whether waiting for one may help; None: it may."""
         if self._by_subject[subject] >= self.per_subject:
-            raise self._busy(f"{subject} already has {self.per_subject} {self.what} in progress")
+            return f"{subject} already has {self.per_subject} {self.what} in progress", False
+        limit = self.limit
+        if self._active >= self.total:
+            return f"server busy: {self._active} {self.what} in progress (limit {self.total})", False
+        if self._active >= limit or self._waiting:  # the oldest waiter gets the next slot
+            message = (
+                f"server busy: {self._active} {self.what} in progress (adaptive limit {limit} of {self.total}: "
+                "operations take longer than usual, or the server runs its work late)"
+            )
+            return message, True
+        return None
+
+    def _take(self, subject: str) -> None:
         self._active += 1
         self._by_subject[subject] += 1
 
-    @contextmanager
-    def hold(self, subject: str, kind: str = "") -> Iterator[Slot]:
-        """One slot for ``subject`` while the block runs; Busy when none is free. How long the block ran,
-        per unit of the slot's work, is a sample of ``kind`` for the adaptive limit."""
+    async def _acquire(self, subject: str) -> None:
+        """Take a slot for ``subject``, waiting for one when only the adaptive limit stands in the way;
+        Busy when none comes (or when the cap or the subject's limit is reached)."""
         with self._lock:
-            self._take(subject)
+            refusal = self._refusal(subject)
+            if refusal is None:
+                self._take(subject)
+                return
+            message, may_wait = refusal
+            if not may_wait or self.queue_wait <= 0 or len(self._waiting) >= self.total:
+                if may_wait:
+                    self.adaptive_refusals += 1
+                raise self._busy(message)
+            waiter = _Waiter(subject, asyncio.get_running_loop().create_future())
+            self._waiting.append(waiter)
+        try:
+            # not wait_for: on 3.11 it swallows a cancellation that meets a slot handed over just then
+            async with asyncio.timeout(self.queue_wait):
+                await asyncio.shield(waiter.admitted)
+        except TimeoutError:
+            if self._give_up(waiter):
+                self.adaptive_refusals += 1
+                raise self._busy(message + f"; no slot freed within {self.queue_wait:g} s") from None
+        except asyncio.CancelledError:  # the client went away while it waited
+            if not self._give_up(waiter):
+                with self._lock:
+                    self._release(subject)  # the slot handed to it meanwhile goes to the next
+            raise
+
+    def _give_up(self, waiter: _Waiter) -> bool:
+        """A waiter stops waiting; False when a slot was handed to it meanwhile (then it keeps it)."""
+        with self._lock:
+            if waiter.admitted.done():
+                return False
+            waiter.admitted.cancel()
+            self._waiting.remove(waiter)
+            return True
+
+    def _release(self, subject: str) -> None:
+        """Give a slot back (the lock held) and hand free slots to the oldest waiters."""
+        self._active -= 1
+        self._by_subject[subject] -= 1
+        if not self._by_subject[subject]:
+            del self._by_subject[subject]
+        for waiter in list(self._waiting):
+            if self._active >= self.limit:
+                break
+            if self._by_subject[waiter.subject] >= self.per_subject:
+                continue  # its subject is at its own limit: it waits on, the next one may go
+            self._waiting.remove(waiter)
+            self._take(waiter.subject)
+            waiter.admitted.set_result(None)
+
+    @asynccontextmanager
+    async def hold(self, subject: str, kind: str = "") -> AsyncIterator[Slot]:
+        """One slot for ``subject`` while the block runs; Busy when none is free (after waiting, when only
+        the adaptive limit stands in the way). How long the block ran, per unit of the slot's work, is a
+        sample of ``kind`` for the adaptive limit."""
+        await self._acquire(subject)
         slot = Slot(kind)
         started = self.clock()
         try:
@@ -105,11 +182,16 @@ class ConcurrencyLimit:
                 if self.adaptive is not None:
                     now = self.clock()
                     self.adaptive.sample(kind, (now - started) / max(1, slot.work), now, self._active)
-                self._active -= 1
-                self._by_subject[subject] -= 1
-                if not self._by_subject[subject]:
-                    del self._by_subject[subject]
+                self._release(subject)
 
     @property
     def active(self) -> int:
         return self._active
+
+
+@dataclass
+class _Waiter:
+    """A newcomer waiting for a slot: its subject, and the future a freed slot resolves."""
+
+    subject: str
+    admitted: asyncio.Future[None] = field(repr=False)

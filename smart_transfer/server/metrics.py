@@ -156,6 +156,7 @@ class AdmissionCollector(Collector):
         yield gauge("limit", "Holders admitted at once now (the adaptive limit, or the static cap)", limit.limit)
         yield gauge("cap", "The static cap (--max-sessions / --max-requests)", limit.total)
         yield gauge("in_flight", "Holders admitted and not yet finished", limit.active)
+        yield gauge("waiting", "Newcomers waiting for a slot (--admission-queue-wait)", limit.waiting)
         refusals = CounterMetricFamily(
             "smart_transfer_admission_refusals",
             "Busy answers because the adaptive limit stood below the cap",

@@ -60,7 +60,7 @@ async def guard(request: Request) -> AsyncIterator[None]:
     access = Access.READ if request.method in ("GET", "HEAD") else Access.WRITE
     dataset = request.path_params.get("dataset", "")
     asking = Asking(request.headers.get("authorization"), client_of(request), dataset, access)
-    with admitted(server_state(request), asking):
+    async with admitted(server_state(request), asking):
         yield
 
 

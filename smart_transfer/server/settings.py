@@ -305,6 +305,16 @@ class ServerSettings:
         maximum=60,
         unit="seconds",
     )
+    admission_queue_wait_seconds: float = setting(
+        0.5,
+        "--admission-queue-wait",
+        "a newcomer held back by the adaptive limit (not by a cap) waits this long for a freed slot before it "
+        "gets 'busy, retry after'; 0 refuses at once",
+        parse=float,
+        minimum=0.0,
+        maximum=60,
+        unit="seconds",
+    )
     worker_threads: int = setting(
         32,
         "--worker-threads",

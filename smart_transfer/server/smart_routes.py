@@ -57,7 +57,7 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
     asking = Asking(websocket.headers.get("authorization"), record.client, dataset.name, access)
     active = state.metrics.sessions_active.labels(record.flow)
     SESSION_FLOW.set(record.flow)  # this connection's own task: its store calls count for its flow
-    with admitted(state, asking, state.sessions) as admission:
+    async with admitted(state, asking, state.sessions) as admission:
         record.subject = session.subject = admission.subject
         SESSION_SLOT.set(admission.slot)  # the signer counts this session's URLs as its work
         session.grant = admission.grant

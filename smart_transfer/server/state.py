@@ -72,7 +72,13 @@ class ServerState:
         bounds = self.settings.adaptive_bounds(total)
         adaptive = AdaptiveLimit(bounds, self.delay) if bounds is not None else None
         limit = ConcurrencyLimit(
-            what, total, per_token, retry, lambda: self.metrics.busy.labels(what).inc(), adaptive=adaptive
+            what,
+            total,
+            per_token,
+            retry,
+            lambda: self.metrics.busy.labels(what).inc(),
+            adaptive=adaptive,
+            queue_wait=self.settings.admission_queue_wait_seconds,
         )
         self.metrics.watch_admission(limit)
         return limit

@@ -362,3 +362,26 @@ def test_a_file_above_the_threshold_is_stored_in_parts(store: ObjectStore, ns: s
         else _md5_hex(path.read_bytes())
     )
     assert info.etag == store.head(f"{ns}/f").etag == expected  # type: ignore[union-attr]
+
+
+def test_s3_reads_a_reference_record_once_and_never_serves_a_rewritten_one(s3_env: S3Env, ns: str) -> None:
+    """S3Store keeps generation records it read (they are written once): a second read of an unchanged
+    reference is one LIST and no GET. A record deleted and written again under the same key (a dataset
+    removed and made anew starts at generation 1 again) is read afresh, never served from memory."""
+    s3 = S3Store(s3_env.bucket, f"records-{secrets.token_hex(6)}", endpoint_url=s3_env.endpoint)
+    calls: list[str] = []
+    s3.observe(lambda operation, seconds, ok: calls.append(operation))
+    ref = f"{ns}/refs/head"
+    try:
+        assert s3.compare_and_swap(ref, None, b"first")
+        calls.clear()
+        assert s3.read_ref(ref) == b"first"
+        assert s3.read_ref(ref) == b"first"
+        assert calls.count("GetObject") <= 1 and len(calls) <= 3  # two LISTs, at most one GET
+        for info in list(s3.list(f"{ns}/refs/")):
+            s3.delete(info.key)
+        assert s3.read_ref(ref) is None
+        assert s3.compare_and_swap(ref, None, b"other value")  # generation 1's key again, new bytes
+        assert s3.read_ref(ref) == b"other value"
+    finally:
+        s3.close()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,8 +119,13 @@ def test_a_limit_below_its_cap_refuses_the_excess_with_busy_and_counts_it() -> N
     clock = Clock()
     adaptive = AdaptiveLimit(bounds(minimum=1, maximum=4, initial=1))
     slots = ConcurrencyLimit("sessions", 4, 4, retry_after=3, adaptive=adaptive, clock=clock)
-    with slots.hold("a", "read"), pytest.raises(Busy) as refused, slots.hold("b", "read"):
-        pass
+
+    async def two() -> None:
+        async with slots.hold("a", "read"), slots.hold("b", "read"):
+            pass
+
+    with pytest.raises(Busy) as refused:
+        asyncio.run(two())
     assert refused.value.retry_after == 3
     assert "adaptive limit 1 of 4" in str(refused.value)
     assert slots.adaptive_refusals == 1 and slots.active == 0
@@ -128,8 +135,12 @@ def test_each_hold_is_timed_by_the_clock_it_was_given() -> None:
     clock = Clock()
     adaptive = AdaptiveLimit(bounds())
     slots = ConcurrencyLimit("requests", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
-    with slots.hold("a", "write"):
-        clock.now += 2.5
+
+    async def hold() -> None:
+        async with slots.hold("a", "write"):
+            clock.now += 2.5
+
+    asyncio.run(hold())
     assert adaptive.baselines["write"].seconds == 2.5
 
 
@@ -169,7 +180,11 @@ def test_a_hold_is_sampled_per_unit_of_its_work() -> None:
     clock = Clock()
     adaptive = AdaptiveLimit(bounds())
     slots = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
-    with slots.hold("a", "read") as slot:
-        slot.work += 9  # nine object URLs: a session of ten units of work lasting 2 s is 0.2 s per unit
-        clock.now += 2.0
+
+    async def hold() -> None:
+        async with slots.hold("a", "read") as slot:
+            slot.work += 9  # nine object URLs: a session of ten units of work lasting 2 s is 0.2 s per unit
+            clock.now += 2.0
+
+    asyncio.run(hold())
     assert adaptive.baselines["read"].seconds == 0.2

@@ -375,3 +375,32 @@ def test_a_history_kept_in_pieces_is_the_history_built_from_its_blocks(
         rebuilt = history.build_history(dataset, None)  # piece 1 is not this chain's: built again from 8 on
         assert rebuilt.columns == built.columns and len(decoded) == (22 - 8) + 1
         assert dataset.derived_records(history.PIECE_KIND, 1, 1)[0] == kept[1]  # and kept again, right
+
+
+def test_a_listing_reuses_a_tables_head_read_moments_ago_and_reads_non_tables_every_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Tables.listed``: a table's history read within LISTED_HEAD_MAX_AGE is listed without reading its
+    head again; older, or a dataset that was no table, is read afresh (so a new table shows at once)."""
+    from smart_transfer.server.delta_sharing import tables as tables_module
+
+    repository = Repository(LocalStore(tmp_path / "store"), tmp_path / "index")
+    clock = [1000.0]
+    monkeypatch.setattr(tables_module.time, "monotonic", lambda: clock[0])
+    try:
+        recorded = (DataField("offset", "BIGINT", False),)
+        repository.dataset("shop.orders").append([SetDataSchema(recorded)])
+        repository.dataset("shop.later").append([SetInfo("later", ())])  # no schema, no data: no table
+        tables = Tables(repository)
+        first = tables.listed("shop.orders")
+        with pytest.raises(SharingError):
+            tables.listed("shop.later")
+        repository.dataset("shop.orders").append([SetInfo("orders", ())])
+        repository.dataset("shop.later").append([SetDataSchema(recorded)])
+        clock[0] += tables_module.LISTED_HEAD_MAX_AGE / 2
+        assert tables.listed("shop.orders") is first  # read moments ago: not again
+        assert tables.listed("shop.later").is_table  # was no table: read again, a table now
+        clock[0] += tables_module.LISTED_HEAD_MAX_AGE
+        assert tables.listed("shop.orders").head != first.head  # too old: read again, the new head
+    finally:
+        repository.close()

@@ -90,7 +90,7 @@ async def caller(request: Request) -> AsyncIterator[Caller]:
     guard sees their queue."""
     asking = Asking(request.headers.get("authorization"), client_of(request))
     state = server_state(request)
-    with admitted(state, asking) as admission:
+    async with admitted(state, asking) as admission:
         yield Caller(state, asking, admission.grant, request.app.state.sharing_tables)
 
 
@@ -122,11 +122,12 @@ def _table(who: Caller, share: str, schema: str, table: str) -> TableHistory:
 
 
 def _table_items(who: Caller, names: list[str]) -> list[dict[str, Any]]:
-    """The tables among ``names``, HEAD_READS_PARALLEL at a time (on S3 each reads its head)."""
+    """The tables among ``names``, HEAD_READS_PARALLEL at a time (on S3 each reads its head, unless read
+    moments ago: ``Tables.listed``)."""
 
     def item(name: str) -> dict[str, Any] | None:
         try:
-            history = who.tables.history(name)
+            history = who.tables.listed(name)
         except SharingError:  # no schema and no data yet, or deleted since listed
             return None
         return {"name": table_name(name), "schema": SCHEMA, "share": SHARE, "id": history.table_id}

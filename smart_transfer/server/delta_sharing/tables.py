@@ -6,6 +6,7 @@ hash, so neither a later query nor a restarted server reads that footer again.""
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,12 @@ __all__ = ["TableHistory", "TableVersion", "Tables", "parse_timestamp"]
 MAX_CACHED_TABLES = 256
 MAX_CACHED_FOOTERS = 1024
 MAX_CACHED_STATS = 20_000
+#: A table listing names a table from its history as last read when that read is this recent (seconds),
+#: without reading its head again: a listing of N tables on S3 is otherwise N round trips each time (under
+#: load, most of the server's store calls), and what a listing shows (name, id, being a table) moves only
+#: when a dataset is made, gets its first schema or data, or is removed. The names themselves are listed
+#: afresh every time; a dataset not yet a table is read every time; queries always read the head.
+LISTED_HEAD_MAX_AGE = 2.0
 #: Footers read in parallel when a query meets slices whose statistics are not recorded yet (a footer
 #: read on S3 is two round trips: the latency of a remote store, not CPU, is what the parallel reads hide).
 FOOTER_READS_AT_ONCE = 16
@@ -67,6 +74,8 @@ class Tables:
         self._footers: OrderedDict[str, dict[str, Any] | str] = OrderedDict()
         #: A slice's statistics, by physical hash.
         self._stats: OrderedDict[str, SliceStats] = OrderedDict()
+        #: The tables a listing named lately, with when their head was read (see LISTED_HEAD_MAX_AGE).
+        self._listed: OrderedDict[str, tuple[TableHistory, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def dataset_names(self) -> list[str]:
@@ -79,6 +88,22 @@ class Tables:
         if cached is None:
             raise not_found(f"no table for dataset {name}")
         return self._as_table(cached)
+
+    def listed(self, name: str) -> TableHistory:
+        """The history a table listing shows for dataset ``name``: as read within LISTED_HEAD_MAX_AGE
+        seconds when it was a table then, else ``history`` (404 when it is no table)."""
+        now = time.monotonic()
+        with self._lock:
+            recent = self._listed.get(name)
+        if recent is not None and now - recent[1] < LISTED_HEAD_MAX_AGE:
+            return recent[0]
+        found = self.history(name)
+        with self._lock:
+            self._listed[name] = (found, now)
+            self._listed.move_to_end(name)
+            while len(self._listed) > MAX_CACHED_TABLES:
+                self._listed.popitem(last=False)
+        return found
 
     def table(self, table: str, may_read: Callable[[str], bool]) -> TableHistory | None:
         """The history of the table a reader names (``naming.dataset_of_table`` over the datasets it

@@ -115,7 +115,7 @@ async def _answer(
     read on ``dataset`` when the page shows one; a request slot); failures become pages."""
     asking = Asking(authorization_of(request), client_of(request), dataset, Access.READ)
     try:
-        with admitted(state, asking) as admission:
+        async with admitted(state, asking) as admission:
             response = await build(Visitor(admission.grant, open_server=state.authorizer.anonymous))
     except Exception as exc:
         visitor = visitor_of(request, state.authorizer)

@@ -99,4 +99,3 @@ def test_a_blocked_event_loop_shows_as_delay() -> None:
     quiet, blocked = asyncio.run(scenario())
     assert blocked > quiet
     assert blocked > 0.1
-

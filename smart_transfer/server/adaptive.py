@@ -1,12 +1,13 @@
 """An adaptive concurrency limit (a gradient limiter in the style of Netflix's concurrency-limits
 ``Gradient2``), pure: no I/O, no clock of its own. The server's session and request limits ask it how many
-holders they may admit; every admitted operation reports how long it held its slot.
+holders they may admit; every call of the server to its store reports how long it took.
 
-Why latency, and which: past the knee the store saturates under the clients' own presigned transfers, and
-the server sees it only as operations that take longer (a pull or push session lasts from admission to its
-end, object transfers included). Operations differ in size: the caller reports a session's duration per
-unit of its work (one, plus one per presigned URL it was given), and each sample is divided by the
-long-term average of its own kind: a ratio near 1 is "as usual", whatever the kind and size.
+Why latency, and which: past the knee the store saturates under the clients' own presigned transfers,
+and it answers the server's own calls later too. A call's latency is the store's; an operation's duration
+is not a good signal: a session lasts as long as its client takes (its transfers, its CPU), and on a
+machine whose clients are busy every session takes longer whatever the server admits (shrinking the
+limit then only cut the throughput). Calls differ by kind (a LIST is not a PUT): each sample is divided by
+the long-term average of its own kind, the S3 operation: a ratio near 1 is "as usual".
 
 Every ``interval`` seconds that saw enough samples, the mean ratio of that window is compared with the
 ``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)``; the target is ``limit * gradient`` when
@@ -14,16 +15,14 @@ latency is above the tolerance, else ``limit + sqrt(limit)``, and
 ``limit <- (1 - smoothing) * limit + smoothing * target``, within ``[minimum, maximum]``. Fine latency
 grows the limit by ``smoothing * sqrt(limit)`` per window, but only while at least half of it is in use (an
 idle limit proves nothing); rising latency shrinks it, by at most ``smoothing / 2`` of it per window.
-Kinds are the access asked: read (pulls, GET) and write (pushes, PUT), per limit.
 
 The baseline is the mean of a kind's first samples, then an exponential average over about
-``baseline_samples`` samples of those that were within the tolerance (see ``_ratio``); sessions that last
-far longer than usual (a ``pull --follow``) weigh at most ``MAX_RATIO``.
+``baseline_samples`` samples of those that were within the tolerance (see ``_ratio``); one call far
+slower than usual (a retry after a timeout) weighs at most ``MAX_RATIO``.
 
 A second signal is the server's own delay (``delay``: how late it runs its work, see
-server/congestion.py), for the overload the first cannot see: when the server itself is the bottleneck
-(its CPU, its event loop), every operation is late by the same queueing whatever its kind, and a
-baseline learnt under that load would call it usual. When a window closes with the delay above
+server/congestion.py), for the overload the first cannot see: the server itself is the bottleneck (its
+CPU, its event loop) while the store answers on time. When a window closes with the delay above
 ``delay_target``, the limit drops at once (not smoothed) to ``min(limit, busiest) * gradient`` with
 ``gradient = clamp(delay_target / delay, 0.5, 1)``: from what was really in use, because a limit far above
 its use would otherwise take many windows to come down to where it bites. It grows back as above."""
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field
 MIN_WINDOW_SAMPLES = 3
 #: A kind's first samples make its baseline (their plain mean; until then its samples count as usual).
 WARM_UP_SAMPLES = 20
-#: One sample's ratio to its baseline is capped here: a follow session lasting an hour is one long
+#: One sample's ratio to its baseline is capped here: one call that waited out a timeout is one long
 #: sample, not a reason to halve the limit.
 MAX_RATIO = 10.0
 #: The most one window may shrink the target (Gradient2's floor).
@@ -102,7 +101,7 @@ class AdaptiveLimit:
         return max(self.bounds.minimum, min(self.bounds.maximum, int(self.limit)))
 
     def sample(self, kind: str, seconds: float, now: float, in_flight: int) -> None:
-        """One operation of ``kind`` held its slot ``seconds`` and ended at ``now``, when ``in_flight``
+        """One sample of ``kind`` (a store call) that took ``seconds`` and ended at ``now``, when ``in_flight``
         holders (itself included) had slots."""
         seconds = max(seconds, 1e-6)
         self._ratios.append(min(MAX_RATIO, self._ratio(kind, seconds)))

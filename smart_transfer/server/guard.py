@@ -59,6 +59,5 @@ async def admitted(
     state.refuse_if_draining()
     admission = authenticate(state, asking)
     state.refuse_if_overloaded()
-    # the access asked is the kind the adaptive limit compares durations within (pull/push, read/write)
     async with (slots or state.requests).hold(admission.subject, asking.access.value) as slot:
         yield replace(admission, slot=slot)

@@ -1,15 +1,14 @@
 """Concurrency limits: sessions (WebSocket) and requests (REST), globally and per token subject.
 Over the limit the answer is a typed "busy, retry after N s" (Error Busy / HTTP 429 Retry-After). The
-global limit is the static cap, or (``--admission adaptive``) an adaptive limit below it that every
-admitted operation's duration steers (server/adaptive.py).
+global limit is the static cap, or (``--admission adaptive``) an adaptive limit below it that the
+server's store call latencies and its own delay steer (server/adaptive.py).
 
 When the adaptive limit (not the cap, not the per-subject limit) is what is full, a newcomer may wait
 for a slot (``--admission-queue-wait``), in order of arrival, before it is refused: under overload slots
 free all the time, and a client told to come back in seconds leaves its slot idle until then (a server
 refusing at once ran at a fraction of its throughput while its clients backed off). A freed slot goes
 to the oldest waiter directly, so a newcomer cannot take it first. The wait counts as admission, not as
-the operation's time: the limit samples an operation from the moment it holds its slot. At the cap the
-refusal stays immediate: the cap is the operator's bound."""
+the operation's. At the cap the refusal stays immediate: the cap is the operator's bound."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from smart_transfer.server.adaptive import AdaptiveLimit
@@ -27,16 +25,9 @@ from smart_transfer.server.adaptive import AdaptiveLimit
 
 @dataclass
 class Slot:
-    """One admitted holder: its kind, and the units of work it did (1, plus one per presigned URL it was
-    given: each is an object transfer the store serves). The adaptive limit samples its duration per unit."""
+    """One admitted holder, of a kind (the access asked: read or write)."""
 
     kind: str
-    work: int = 1
-
-
-#: The slot of the session running in this task (set by the session's own task, carried into worker
-#: threads by ``asyncio.to_thread``), so that the signer counts the session's work; None elsewhere.
-SESSION_SLOT: ContextVar[Slot | None] = ContextVar("smart_transfer_session_slot", default=None)
 
 
 class Busy(Exception):
@@ -50,8 +41,8 @@ class Busy(Exception):
 class ConcurrencyLimit:
     """At most ``total`` holders at once (fewer while ``adaptive`` says so), and at most ``per_subject``
     for one subject; a newcomer held back by the adaptive limit alone waits up to ``queue_wait`` seconds
-    for a slot. ``clock`` times each hold for the adaptive limit (a test injects its own). Every hold runs
-    on the server's event loop (its waits are futures of that loop)."""
+    for a slot. ``observe_store`` gives the adaptive limit its samples; ``clock`` times them (a test injects
+    its own). Every hold runs on the server's event loop (its waits are futures of that loop)."""
 
     def __init__(
         self,
@@ -170,19 +161,23 @@ class ConcurrencyLimit:
     @asynccontextmanager
     async def hold(self, subject: str, kind: str = "") -> AsyncIterator[Slot]:
         """One slot for ``subject`` while the block runs; Busy when none is free (after waiting, when only
-        the adaptive limit stands in the way). How long the block ran, per unit of the slot's work, is a
-        sample of ``kind`` for the adaptive limit."""
+        the adaptive limit stands in the way)."""
         await self._acquire(subject)
-        slot = Slot(kind)
-        started = self.clock()
         try:
-            yield slot
+            yield Slot(kind)
         finally:
             with self._lock:
-                if self.adaptive is not None:
-                    now = self.clock()
-                    self.adaptive.sample(kind, (now - started) / max(1, slot.work), now, self._active)
                 self._release(subject)
+
+    def observe_store(self, operation: str, seconds: float) -> None:
+        """One call of the server to its store (any thread) took ``seconds``: a sample of ``operation``
+        for the adaptive limit. The store's own latency, not an operation's duration: a session lasts as
+        long as its client takes (its transfers, its CPU), which admission cannot shorten, while a store
+        that saturates answers every call later."""
+        if self.adaptive is None:
+            return
+        with self._lock:
+            self.adaptive.sample(operation, seconds, self.clock(), self._active)
 
     @property
     def active(self) -> int:

@@ -167,12 +167,12 @@ class AdmissionCollector(Collector):
         adaptive = limit.adaptive
         if adaptive is None:
             return
-        text = "The last interval's mean ratio of operation durations to their usual (1: as usual)"
+        text = "The last interval's mean ratio of store call latencies to their usual (1: as usual)"
         yield gauge("latency_ratio", text, adaptive.last_ratio)
-        yield gauge("recent_seconds", "The last interval's mean operation duration, seconds", adaptive.last_seconds)
+        yield gauge("recent_seconds", "The last interval's mean store call latency, seconds", adaptive.last_seconds)
         baseline = GaugeMetricFamily(
             "smart_transfer_admission_baseline_seconds",
-            "The usual (long-term average) duration of each kind of operation (read: pulls/GET; write: pushes/PUT)",
+            "The usual (long-term average) latency of the server's store calls, by S3 operation",
             labels=["limit", "kind"],
         )
         for kind, value in sorted(adaptive.baselines.items()):

@@ -281,7 +281,8 @@ class ServerSettings:
     admission_tolerance: float = setting(
         4.0,
         "--admission-tolerance",
-        "recent durations may reach this multiple of their usual (long-term) duration before the limit shrinks",
+        "the server's recent store call latencies may reach this multiple of their usual (long-term) latency "
+        "before the adaptive limit shrinks",
         parse=float,
         minimum=1.0,
         maximum=100.0,
@@ -289,8 +290,8 @@ class ServerSettings:
     admission_baseline_samples: int = setting(
         500,
         "--admission-baseline-samples",
-        "operations the usual duration of each kind averages over (those within the tolerance, or any while "
-        "the limit is at its minimum)",
+        "store calls the usual latency of each kind (S3 operation) averages over (those within the tolerance, "
+        "or any while the limit is at its minimum)",
         parse=int,
         minimum=10,
         maximum=1_000_000,

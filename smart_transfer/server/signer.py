@@ -17,7 +17,6 @@ from smart_transfer.model.multihash import SHA2_256
 from smart_transfer.protocol.codes import ErrorCode
 from smart_transfer.protocol.errors import ObjectDetails, ProtocolError
 from smart_transfer.repo.dataset import DatasetRepository
-from smart_transfer.server.limits import SESSION_SLOT
 from smart_transfer.server.metrics import Metrics
 from smart_transfer.storage import PresignedRequest
 
@@ -70,13 +69,8 @@ class Signer:
         return signed
 
     def _count(self, method: str) -> None:
-        """Count the URL, and as one more unit of the running session's work (the adaptive admission limit
-        compares a session's duration per unit: a 10-object pull is not slow for taking longer than an
-        up-to-date one)."""
+        """Count the URL."""
         self.metrics.urls_signed.labels(method).inc()
-        slot = SESSION_SLOT.get()
-        if slot is not None:
-            slot.work += 1
 
     @staticmethod
     def _uncommitted(dataset: DatasetRepository, ref: ObjectRef) -> None:

@@ -19,7 +19,6 @@ from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.server.auth import Access
 from smart_transfer.server.errors import as_protocol_error
 from smart_transfer.server.guard import Asking, admitted
-from smart_transfer.server.limits import SESSION_SLOT
 from smart_transfer.server.logs import log_access
 from smart_transfer.server.metrics import SESSION_FLOW
 from smart_transfer.server.pull_flow import run_pull
@@ -59,7 +58,6 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
     SESSION_FLOW.set(record.flow)  # this connection's own task: its store calls count for its flow
     async with admitted(state, asking, state.sessions) as admission:
         record.subject = session.subject = admission.subject
-        SESSION_SLOT.set(admission.slot)  # the signer counts this session's URLs as its work
         session.grant = admission.grant
         active.inc()
         try:

@@ -43,7 +43,6 @@ class ServerState:
         self.repository = repository
         self.base_url = base_url
         self.metrics = Metrics()
-        repository.store.observe(self.metrics.store_call)
         #: Every presigned object URL is made and counted here (server/signer.py).
         self.signer = Signer(self.metrics)
         self.authorizer = Authorizer.from_file(settings.tokens_file) if settings.tokens_file else Authorizer()
@@ -55,6 +54,7 @@ class ServerState:
         self.metrics.watch_delay(self.delay)
         self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
         self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
+        repository.store.observe(self._store_call)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
         self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)
         self.heads = HeadWatch(settings.follow_poll_min_seconds, settings.follow_poll_max_seconds)
@@ -82,6 +82,13 @@ class ServerState:
         )
         self.metrics.watch_admission(limit)
         return limit
+
+    def _store_call(self, operation: str, seconds: float, ok: bool) -> None:
+        """A StoreObserver: every call to the store's backend is counted and timed, and its latency steers
+        both adaptive limits."""
+        self.metrics.store_call(operation, seconds, ok)
+        self.sessions.observe_store(operation, seconds)
+        self.requests.observe_store(operation, seconds)
 
     def temp_path(self) -> Path:
         """A fresh temporary file path on the server's disk (for bodies checked before storing)."""

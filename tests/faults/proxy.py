@@ -2,8 +2,9 @@
 local S3 (or a peer) that forwards every request unchanged (Host header included, so presigned
 signatures made for the proxy's host:port still verify upstream) and, per rules changed at runtime,
 damages the requests that match one: corrupt bytes, short body, wrong Content-Length, 404/500/503,
-reset mid-body, stall before the headers or during the body, slow drip, a PUT without its signed
-encryption headers (``drop_sse``: a client that leaves out the headers its URL came with). With
+reset mid-body, stall before the headers or during the body, slow drip, an answer late by
+``SLOW_SECONDS`` but whole (``slow``: a saturated store), a PUT without its signed encryption headers
+(``drop_sse``: a client that leaves out the headers its URL came with). With
 ``answer_like_aws_kms`` it also answers as AWS S3 does for SSE-KMS objects (which Ceph does not): ETags that are
 not the MD5 of the bytes, ``x-amz-server-side-encryption: aws:kms`` on object answers, and a PUT's
 ``x-amz-checksum-sha256`` checked against the body on arrival, kept, and answered to a HEAD that asks
@@ -28,6 +29,8 @@ from urllib.parse import urlsplit
 
 #: The longest a stalled answer waits (far beyond every client bound the fault tests set).
 STALL_SECONDS = 120.0
+#: How late a ``slow`` answer starts (then it is relayed whole).
+SLOW_SECONDS = 0.3
 #: Seconds between the bytes of a slow drip.
 DRIP_SECONDS = 0.5
 #: Longest request or response head the proxy reads.
@@ -47,10 +50,12 @@ FAULTS = (
     "stall_body",
     "drip",
     "drop_sse",
+    "slow",
 )
 #: The store's own misbehaviours, which the store-fault matrix meets with every transfer class; not
-#: ``drop_sse``, a client's fault that matters only against an encrypted bucket (test_encryption_refused.py).
-STORE_FAULTS = tuple(fault for fault in FAULTS if fault != "drop_sse")
+#: ``drop_sse``, a client's fault that matters only against an encrypted bucket (test_encryption_refused.py),
+#: nor ``slow``, which damages nothing (the admission test uses it: test_admission_slow_store.py).
+STORE_FAULTS = tuple(fault for fault in FAULTS if fault not in ("drop_sse", "slow"))
 STATUS_REASONS = {"404": "Not Found", "500": "Internal Server Error", "503": "Service Unavailable"}
 S3_CODES = {"404": "NoSuchKey", "500": "InternalError", "503": "SlowDown"}
 #: An ETag inside an XML answer (listings, listed parts, a completion), quoted either way.
@@ -287,6 +292,9 @@ class Proxy:
             head.headers = [(k, v) for k, v in head.headers if k.lower() != "expect"]
         body = await read_body(reader, head, until_close=False)
         fault = self._match(method, path)
+        if fault == "slow":
+            await asyncio.sleep(SLOW_SECONDS)
+            fault = None
         if fault in STATUS_REASONS:
             await self._status(writer, fault)
             return True

@@ -131,17 +131,28 @@ def test_a_limit_below_its_cap_refuses_the_excess_with_busy_and_counts_it() -> N
     assert slots.adaptive_refusals == 1 and slots.active == 0
 
 
-def test_each_hold_is_timed_by_the_clock_it_was_given() -> None:
+def test_store_calls_are_the_samples_timed_as_reported() -> None:
     clock = Clock()
     adaptive = AdaptiveLimit(bounds())
     slots = ConcurrencyLimit("requests", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
+    slots.observe_store("GetObject", 2.5)
+    slots.observe_store("ListObjectsV2.ref", 0.01)
+    assert adaptive.baselines["GetObject"].seconds == 2.5
+    assert adaptive.baselines["ListObjectsV2.ref"].seconds == 0.01
+
+
+def test_holding_a_slot_long_is_no_sample() -> None:
+    """A session lasts as long as its client takes: its duration does not move the limit."""
+    clock = Clock()
+    adaptive = AdaptiveLimit(bounds())
+    slots = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
 
     async def hold() -> None:
-        async with slots.hold("a", "write"):
-            clock.now += 2.5
+        async with slots.hold("a", "read"):
+            clock.now += 3600.0
 
     asyncio.run(hold())
-    assert adaptive.baselines["write"].seconds == 2.5
+    assert adaptive.baselines == {} and slots.active == 0
 
 
 def test_static_admission_keeps_the_cap_and_exports_the_state() -> None:
@@ -174,17 +185,3 @@ def test_a_lasting_slowdown_becomes_the_usual_once_the_limit_is_at_its_minimum()
     assert min(seen) == 2  # first the minimum
     assert seen[-1] > 2 and seen.index(2) < len(seen) - 1
     assert limit.baselines["read"].seconds > 0.5
-
-
-def test_a_hold_is_sampled_per_unit_of_its_work() -> None:
-    clock = Clock()
-    adaptive = AdaptiveLimit(bounds())
-    slots = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
-
-    async def hold() -> None:
-        async with slots.hold("a", "read") as slot:
-            slot.work += 9  # nine object URLs: a session of ten units of work lasting 2 s is 0.2 s per unit
-            clock.now += 2.0
-
-    asyncio.run(hold())
-    assert adaptive.baselines["read"].seconds == 0.2

@@ -297,7 +297,7 @@ class ServerSettings:
         maximum=1_000_000,
     )
     admission_delay_target_seconds: float = setting(
-        0.25,
+        0.5,
         "--admission-delay-target",
         "the adaptive limit drops when the server runs its work later than this on average (its event loop's "
         "lag, or its worker queue's wait): the server itself is overloaded; 0 turns this signal off",

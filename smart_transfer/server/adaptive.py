@@ -25,7 +25,10 @@ server/congestion.py), for the overload the first cannot see: the server itself 
 CPU, its event loop) while the store answers on time. When a window closes with the delay above
 ``delay_target``, the limit drops at once (not smoothed) to ``min(limit, busiest) * gradient`` with
 ``gradient = clamp(delay_target / delay, 0.5, 1)``: from what was really in use, because a limit far above
-its use would otherwise take many windows to come down to where it bites. It grows back as above."""
+its use would otherwise take many windows to come down to where it bites. It does not drop again while
+more holders than the limit still run (the last drop has not taken effect: the delay's average lags
+behind), nor when none of its holders ran (the other limit's did: both limits see the one delay). It
+grows back as above."""
 
 from __future__ import annotations
 
@@ -153,7 +156,11 @@ class AdaptiveLimit:
         self.last_delay = self.delay() if self.delay is not None and target > 0 else 0.0
         if self.last_delay <= target or target <= 0:
             return False
+        if busiest == 0 or busiest > self.limit:
+            # none of this limit's holders made the server late (the other limit's may have), or the
+            # last cut has not taken effect yet (holders admitted before it still run): hold, do not cut
+            return True
         gradient = max(MIN_GRADIENT, target / self.last_delay)
-        dropped = min(self.limit, float(max(busiest, 1))) * gradient
+        dropped = min(self.limit, float(busiest)) * gradient
         self.limit = max(float(self.bounds.minimum), min(float(self.bounds.maximum), dropped))
         return True

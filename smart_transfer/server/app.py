@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Request
@@ -55,10 +55,13 @@ def create_app(settings: ServerSettings, port: int) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         asyncio.get_running_loop().set_default_executor(state.workers)  # every asyncio.to_thread runs there
         watching = asyncio.create_task(state.delay.watch())
+        watching.add_done_callback(state.delay.stopped)
         try:
             yield
         finally:
             watching.cancel()
+            with suppress(asyncio.CancelledError):
+                await watching
         # the index closes only once no worker thread can still be using it
         running = state.workers.stop(WORKERS_STOP_SECONDS)
         if running:

@@ -109,6 +109,7 @@ class ConcurrencyLimit:
         """Take a slot for ``subject``, waiting for one when only the adaptive limit stands in the way;
         Busy when none comes (or when the cap or the subject's limit is reached)."""
         with self._lock:
+            self._hand_out()  # slots the limit gained since the last release go to the oldest waiters first
             refusal = self._refusal(subject)
             if refusal is None:
                 self._take(subject)
@@ -149,6 +150,10 @@ class ConcurrencyLimit:
         self._by_subject[subject] -= 1
         if not self._by_subject[subject]:
             del self._by_subject[subject]
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Give free slots to the oldest waiters that may take one (the lock held, on the event loop)."""
         for waiter in list(self._waiting):
             if self._active >= self.limit:
                 break

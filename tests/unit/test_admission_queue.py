@@ -126,3 +126,26 @@ def test_a_slot_handed_to_a_waiter_that_is_cancelled_goes_to_the_next() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["a", "c"]
+
+
+def test_a_slot_the_limit_gained_goes_to_the_oldest_waiter_when_the_next_newcomer_arrives() -> None:
+    async def scenario() -> list[str]:
+        slots = limited(admits=1)
+        order: list[str] = []
+        release = asyncio.Event()
+        held = asyncio.create_task(holder(slots, "a", release, order))
+        await asyncio.sleep(0)
+        waiting = asyncio.create_task(holder(slots, "b", release, order))
+        await asyncio.sleep(0)
+        assert slots.waiting == 1
+        assert slots.adaptive is not None
+        slots.adaptive.limit = 3.0  # the limit grew (in a worker thread, with no slot released)
+        newcomer = asyncio.create_task(holder(slots, "c", release, order))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert slots.waiting == 0 and slots.active == 3  # b was handed its slot, c took the third
+        release.set()
+        await asyncio.gather(held, waiting, newcomer)
+        return order
+
+    assert sorted(asyncio.run(scenario())) == ["a", "b", "c"]

@@ -33,7 +33,7 @@ def test_a_late_server_drops_the_limit_at_once_to_what_was_in_use() -> None:
     now = close_windows(limit, 3, in_flight=40)
     assert limit.admits == 256  # durations as usual and the server on time: the cap stays
     late[0] = 0.15
-    close_windows(limit, 1, in_flight=40, start=now)
+    close_windows(limit, 2, in_flight=40, start=now)
     # from the 40 in use, not from the 256 allowed: gradient 0.1 / 0.15
     assert limit.admits == int(40 * 0.1 / 0.15)
     assert limit.last_delay == pytest.approx(0.15)
@@ -46,7 +46,8 @@ def test_the_drop_is_at_most_half_per_window_and_never_below_the_minimum() -> No
         now += 0.11
         limit.sample("read", 0.05, now, 40)
     assert limit.admits == 20  # fifty times late: halved (from the 40 in use), no more
-    close_windows(limit, 10, in_flight=40, start=now)
+    for _ in range(10):  # the holders shrink with the limit: each drop takes effect
+        now = close_windows(limit, 1, in_flight=limit.admits, start=now)
     assert limit.admits == 2
 
 
@@ -71,7 +72,7 @@ def test_target_zero_ignores_the_delay() -> None:
 def test_the_delay_averages_the_loop_lag_and_the_queue_wait_exponentially() -> None:
     waited = [0.0]
     delay = ServerDelay(lambda: waited[0])
-    delay.record(late=1.0, elapsed=DELAY_SMOOTHING_SECONDS)
+    delay.record(late=2.0, elapsed=DELAY_SMOOTHING_SECONDS)  # work arriving meanwhile waited 1 s on average
     assert delay() == pytest.approx(1 - math.exp(-1))
     waited[0] = 3.0  # the worker queue waits longer than the loop is late: the larger counts
     before = delay()
@@ -99,3 +100,17 @@ def test_a_blocked_event_loop_shows_as_delay() -> None:
     quiet, blocked = asyncio.run(scenario())
     assert blocked > quiet
     assert blocked > 0.1
+
+
+def test_a_drop_waits_for_the_last_to_take_effect_and_an_unused_limit_does_not_drop() -> None:
+    limit = AdaptiveLimit(bounds(0.1), lambda: 5.0)
+    now = 0.0
+    while limit.admits == 256:
+        now += 0.11
+        limit.sample("read", 0.05, now, 40)
+    assert limit.admits == 20
+    close_windows(limit, 5, in_flight=40, start=now)  # 40 still run, above the 20: the drop has not bitten
+    assert limit.admits == 20
+    idle = AdaptiveLimit(bounds(0.1), lambda: 5.0)
+    close_windows(idle, 5, in_flight=0)  # the server is late, but none of this limit's holders ran
+    assert idle.admits == 256

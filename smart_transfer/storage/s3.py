@@ -10,9 +10,7 @@ A plain copy of the value is also written to ``{key}`` for people and tools brow
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -44,6 +42,7 @@ from smart_transfer.storage.errors import (
     StorageError,
     StorageUnavailable,
 )
+from smart_transfer.storage.lru import BytesLru
 from smart_transfer.storage.parts import DEFAULT_MULTIPART_THRESHOLD, DEFAULT_PART_SIZE, part_size_for
 from smart_transfer.storage.s3_defaults import DEFAULT_S3_ATTEMPTS, DEFAULT_S3_CONNECT_TIMEOUT, DEFAULT_S3_READ_TIMEOUT
 from smart_transfer.storage.sigv4 import Credentials, QueryPresigner
@@ -56,10 +55,10 @@ _GENERATION_BASE = 10**19 - 1
 _Record = tuple[str, str, int, str]
 #: References are small objects (a hash); larger values are refused.
 MAX_REF_BYTES = 1024
-#: Generation records kept in memory (at most MAX_REF_BYTES each): a record is written once and never
-#: changed, so a reference read whose LIST names a record already read needs no GET (under load a server
-#: reads the same few heads hundreds of times a second; Delta Sharing's table listing reads every head).
-MAX_CACHED_RECORDS = 4096
+#: Bytes of generation records kept in memory (4096 at least: MAX_REF_BYTES each). A record is written
+#: once and never changed, so a reference read whose LIST names a record already read needs no GET (under
+#: load a server reads the same few heads hundreds of times a second; a table listing reads every head).
+RECORD_CACHE_BYTES = 4096 * MAX_REF_BYTES
 #: S3's answers to a CompleteMultipartUpload whose parts are not what it was told.
 _ASSEMBLY_REFUSALS = ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "BadDigest")
 #: Server-side encryption S3 applies to what it stores: SSE-S3 (its own keys) or SSE-KMS (a KMS key).
@@ -166,9 +165,7 @@ class S3Store(ObjectStore):
         )
         self._observer: StoreObserver | None = None
         self._session, self._region = session, region_name
-        #: Generation records read, by their listing (see ``_read_record``), least recently used first.
-        self._records: OrderedDict[_Record, bytes] = OrderedDict()
-        self._records_lock = threading.Lock()
+        self._records = BytesLru[_Record](RECORD_CACHE_BYTES)  # records read, by listing (``_read_record``)
         self._probe: Any = None
         self._probe_timeout = 0.0
 
@@ -397,18 +394,12 @@ class S3Store(ObjectStore):
         before, else by a GET."""
         if record is None:
             return None
-        with self._records_lock:
-            value = self._records.get(record)
-            if value is not None:
-                self._records.move_to_end(record)
-                return value
-        with self._errors(key):
-            body: bytes = self._client.get_object(Bucket=self.bucket, Key=record[0])["Body"].read()
-        with self._records_lock:
-            self._records[record] = body
-            while len(self._records) > MAX_CACHED_RECORDS:
-                self._records.popitem(last=False)
-        return body
+        value = self._records.get(record)
+        if value is None:
+            with self._errors(key):
+                value = bytes(self._client.get_object(Bucket=self.bucket, Key=record[0])["Body"].read())
+            self._records.put(record, value)
+        return value
 
     def read_ref(self, key: str) -> bytes | None:
         return self._read_record(key, self._newest_generation(key)[1])

@@ -20,6 +20,7 @@ PUBLISHED = {
     "assets/web-view-phone.png": ROOT / "bench-results" / "ui" / "readme-dataset-phone.png",
     "assets/loadtest.png": ROOT / "bench-results" / "loadtest" / "2026-11-27T123926Z.png",
     "assets/loadtest-admission.png": ROOT / "bench-results" / "loadtest" / "2026-11-29T060040Z.png",
+    "assets/loadtest-overload.png": ROOT / "bench-results" / "loadtest" / "2026-11-29T090453Z.png",
 }
 
 

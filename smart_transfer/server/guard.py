@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from smart_transfer.server.auth import Access, Grant
-from smart_transfer.server.limits import ConcurrencyLimit, Slot
+from smart_transfer.server.limits import ConcurrencyLimit
 from smart_transfer.server.state import ServerState, limit_subject
 
 
@@ -30,12 +30,10 @@ class Asking:
 
 @dataclass(frozen=True)
 class Admitted:
-    """The guard's yes: the token's grant (None on a server without tokens), whom the limits count, and
-    the slot taken (None from ``authenticate``, which takes none)."""
+    """The guard's yes: the token's grant (None on a server without tokens) and whom the limits count."""
 
     grant: Grant | None
     subject: str
-    slot: Slot | None = None
 
 
 def authenticate(state: ServerState, asking: Asking) -> Admitted:
@@ -59,5 +57,5 @@ async def admitted(
     state.refuse_if_draining()
     admission = authenticate(state, asking)
     state.refuse_if_overloaded()
-    async with (slots or state.requests).hold(admission.subject, asking.access.value) as slot:
-        yield replace(admission, slot=slot)
+    async with (slots or state.requests).hold(admission.subject):
+        yield admission

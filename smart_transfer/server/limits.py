@@ -23,13 +23,6 @@ from dataclasses import dataclass, field
 from smart_transfer.server.adaptive import AdaptiveLimit
 
 
-@dataclass
-class Slot:
-    """One admitted holder, of a kind (the access asked: read or write)."""
-
-    kind: str
-
-
 class Busy(Exception):
     """Too many concurrent sessions or requests; retry after ``retry_after`` seconds."""
 
@@ -164,12 +157,12 @@ class ConcurrencyLimit:
             waiter.admitted.set_result(None)
 
     @asynccontextmanager
-    async def hold(self, subject: str, kind: str = "") -> AsyncIterator[Slot]:
+    async def hold(self, subject: str) -> AsyncIterator[None]:
         """One slot for ``subject`` while the block runs; Busy when none is free (after waiting, when only
         the adaptive limit stands in the way)."""
         await self._acquire(subject)
         try:
-            yield Slot(kind)
+            yield
         finally:
             with self._lock:
                 self._release(subject)

@@ -121,7 +121,7 @@ def test_a_limit_below_its_cap_refuses_the_excess_with_busy_and_counts_it() -> N
     slots = ConcurrencyLimit("sessions", 4, 4, retry_after=3, adaptive=adaptive, clock=clock)
 
     async def two() -> None:
-        async with slots.hold("a", "read"), slots.hold("b", "read"):
+        async with slots.hold("a"), slots.hold("b"):
             pass
 
     with pytest.raises(Busy) as refused:
@@ -148,7 +148,7 @@ def test_holding_a_slot_long_is_no_sample() -> None:
     slots = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=adaptive, clock=clock)
 
     async def hold() -> None:
-        async with slots.hold("a", "read"):
+        async with slots.hold("a"):
             clock.now += 3600.0
 
     asyncio.run(hold())

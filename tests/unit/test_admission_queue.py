@@ -20,7 +20,7 @@ def limited(admits: int, cap: int = 8, per_subject: int = 8, queue_wait: float =
 
 
 async def holder(slots: ConcurrencyLimit, subject: str, release: asyncio.Event, order: list[str]) -> None:
-    async with slots.hold(subject, "read"):
+    async with slots.hold(subject):
         order.append(subject)
         await release.wait()
 

@@ -377,30 +377,48 @@ def test_a_history_kept_in_pieces_is_the_history_built_from_its_blocks(
         assert dataset.derived_records(history.PIECE_KIND, 1, 1)[0] == kept[1]  # and kept again, right
 
 
-def test_a_listing_reuses_a_tables_head_read_moments_ago_and_reads_non_tables_every_time(
+def test_a_listing_reuses_what_it_read_moments_ago_unless_this_server_committed_since(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``Tables.listed``: a table's history read within LISTED_HEAD_MAX_AGE is listed without reading its
-    head again; older, or a dataset that was no table, is read afresh (so a new table shows at once)."""
+    """``Tables.listed``: a dataset read within LISTED_HEAD_MAX_AGE, table or not, is listed without reading
+    its head again; older, or moved by a commit through this server (its index), it is read afresh, so a
+    table made here shows at once; one made through another replica shows once the age has passed."""
     from smart_transfer.server.delta_sharing import tables as tables_module
 
-    repository = Repository(LocalStore(tmp_path / "store"), tmp_path / "index")
+    store = LocalStore(tmp_path / "store")
+    repository = Repository(store, tmp_path / "index")
+    replica = Repository(LocalStore(tmp_path / "store"), tmp_path / "replica-index")  # the same store
     clock = [1000.0]
     monkeypatch.setattr(tables_module.time, "monotonic", lambda: clock[0])
+    reads: list[str] = []
+    read_ref = store.read_ref
+    monkeypatch.setattr(store, "read_ref", lambda key: reads.append(key) or read_ref(key))
     try:
         recorded = (DataField("offset", "BIGINT", False),)
         repository.dataset("shop.orders").append([SetDataSchema(recorded)])
         repository.dataset("shop.later").append([SetInfo("later", ())])  # no schema, no data: no table
+        repository.dataset("shop.elsewhere").append([SetInfo("elsewhere", ())])
         tables = Tables(repository)
         first = tables.listed("shop.orders")
+        for name in ("shop.later", "shop.elsewhere"):
+            with pytest.raises(SharingError):
+                tables.listed(name)
+        assert len(reads) >= 3  # each head read once
+        reads.clear()
+        assert tables.listed("shop.orders") is first
         with pytest.raises(SharingError):
-            tables.listed("shop.later")
+            tables.listed("shop.elsewhere")  # no table moments ago: not read again either
+        assert reads == []
         repository.dataset("shop.orders").append([SetInfo("orders", ())])
         repository.dataset("shop.later").append([SetDataSchema(recorded)])
+        replica.dataset("shop.elsewhere").append([SetDataSchema(recorded)])  # another replica's commit
         clock[0] += tables_module.LISTED_HEAD_MAX_AGE / 2
-        assert tables.listed("shop.orders") is first  # read moments ago: not again
-        assert tables.listed("shop.later").is_table  # was no table: read again, a table now
+        assert tables.listed("shop.orders").head != first.head  # committed here since: read again
+        assert tables.listed("shop.later").is_table  # was no table, committed here since: a table now
+        with pytest.raises(SharingError):
+            tables.listed("shop.elsewhere")  # moved elsewhere moments ago: not seen yet
         clock[0] += tables_module.LISTED_HEAD_MAX_AGE
-        assert tables.listed("shop.orders").head != first.head  # too old: read again, the new head
+        assert tables.listed("shop.elsewhere").is_table  # too old: read again, a table now
     finally:
+        replica.close()
         repository.close()

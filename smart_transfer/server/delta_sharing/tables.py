@@ -10,6 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from smart_transfer.repo import Repository
 from smart_transfer.repo.dataset import DatasetRepository
 from smart_transfer.repo.footer import NotParquet, UnnamedType, slice_fields, slice_footer
 from smart_transfer.repo.footer_stats import STATS_FORMAT, SliceStats, footer_stats, stats_from_bytes, stats_to_bytes
-from smart_transfer.server.delta_sharing.errors import invalid, not_found
+from smart_transfer.server.delta_sharing.errors import SharingError, invalid, not_found
 from smart_transfer.server.delta_sharing.history import EPOCH, TableHistory, TableVersion, build_history
 from smart_transfer.server.delta_sharing.naming import dataset_name, dataset_of_table
 from smart_transfer.server.delta_sharing.spark_schema import UnsupportedSchema, schema_of_fields
@@ -32,11 +33,14 @@ __all__ = ["TableHistory", "TableVersion", "Tables", "parse_timestamp"]
 MAX_CACHED_TABLES = 256
 MAX_CACHED_FOOTERS = 1024
 MAX_CACHED_STATS = 20_000
-#: A table listing names a table from its history as last read when that read is this recent (seconds),
-#: without reading its head again: a listing of N tables on S3 is otherwise N round trips each time (under
-#: load, most of the server's store calls), and what a listing shows (name, id, being a table) moves only
-#: when a dataset is made, gets its first schema or data, or is removed. The names themselves are listed
-#: afresh every time; a dataset not yet a table is read every time; queries always read the head.
+#: A table listing tells whether a dataset is a table (and its id) from its head as last read when that read
+#: is this recent (seconds) and this server has committed nothing to it since, without reading its head
+#: again: a listing of N datasets on S3 is otherwise N round trips each time (under load, most of the
+#: server's store calls), and what a listing shows (name, id, being a table) moves only when a dataset is
+#: made, gets its first schema or data, or is removed. A dataset found to be no table is remembered the
+#: same way, else every listing would read every dataset of objects again. So a change committed through
+#: this server shows at once, one committed through another replica within this many seconds. The names
+#: themselves are listed afresh every time; queries always read the head.
 LISTED_HEAD_MAX_AGE = 2.0
 #: Footers read in parallel when a query meets slices whose statistics are not recorded yet (a footer
 #: read on S3 is two round trips: the latency of a remote store, not CPU, is what the parallel reads hide).
@@ -63,6 +67,16 @@ def parse_timestamp(text: str, up: bool = False) -> int:
     return found.millis(up)
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """What a listing found for one dataset: its history when it is a table (None: no table), when its head
+    was read, and the head this server's index named right after."""
+
+    history: TableHistory | None
+    read_at: float
+    indexed: str | None
+
+
 class Tables:
     """The tables of one repository, with their histories and schemas cached (bounded, LRU)."""
 
@@ -74,8 +88,8 @@ class Tables:
         self._footers: OrderedDict[str, dict[str, Any] | str] = OrderedDict()
         #: A slice's statistics, by physical hash.
         self._stats: OrderedDict[str, SliceStats] = OrderedDict()
-        #: The tables a listing named lately, with when their head was read (see LISTED_HEAD_MAX_AGE).
-        self._listed: OrderedDict[str, tuple[TableHistory, float]] = OrderedDict()
+        #: What a listing found lately for each dataset (see LISTED_HEAD_MAX_AGE).
+        self._listed: OrderedDict[str, _Listed] = OrderedDict()
         self._lock = threading.Lock()
 
     def dataset_names(self) -> list[str]:
@@ -90,20 +104,36 @@ class Tables:
         return self._as_table(cached)
 
     def listed(self, name: str) -> TableHistory:
-        """The history a table listing shows for dataset ``name``: as read within LISTED_HEAD_MAX_AGE
-        seconds when it was a table then, else ``history`` (404 when it is no table)."""
+        """The history a table listing shows for dataset ``name`` (404 when it is no table), as read within
+        LISTED_HEAD_MAX_AGE seconds when this server's index still names the head it had then (see there),
+        else ``history`` read afresh."""
         now = time.monotonic()
+        indexed = self._indexed_head(name)
         with self._lock:
             recent = self._listed.get(name)
-        if recent is not None and now - recent[1] < LISTED_HEAD_MAX_AGE:
-            return recent[0]
-        found = self.history(name)
-        with self._lock:
-            self._listed[name] = (found, now)
-            self._listed.move_to_end(name)
-            while len(self._listed) > MAX_CACHED_TABLES:
-                self._listed.popitem(last=False)
-        return found
+        if recent is None or now - recent.read_at >= LISTED_HEAD_MAX_AGE or recent.indexed != indexed:
+            try:
+                recent = _Listed(self.history(name), now, self._indexed_head(name))
+            except SharingError as exc:
+                if exc.status != 404:
+                    raise
+                recent = _Listed(None, now, self._indexed_head(name))
+            with self._lock:
+                self._listed[name] = recent
+                self._listed.move_to_end(name)
+                while len(self._listed) > MAX_CACHED_TABLES:
+                    self._listed.popitem(last=False)
+        if recent.history is None:
+            raise not_found(f"no table for dataset {name}")
+        return recent.history
+
+    def _indexed_head(self, name: str) -> str | None:
+        """The head this server's index names for dataset ``name`` (no store call; None when none)."""
+        try:
+            tip = self.repository.dataset(name).indexed_tip()
+        except InvalidDatasetName:
+            return None
+        return str(tip.head) if tip is not None else None
 
     def table(self, table: str, may_read: Callable[[str], bool]) -> TableHistory | None:
         """The history of the table a reader names (``naming.dataset_of_table`` over the datasets it

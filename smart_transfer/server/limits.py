@@ -1,7 +1,8 @@
 """Concurrency limits: sessions (WebSocket) and requests (REST), globally and per token subject.
 Over the limit the answer is a typed "busy, retry after N s" (Error Busy / HTTP 429 Retry-After). The
 global limit is the static cap, or (``--admission adaptive``) an adaptive limit below it that the
-server's store call latencies and its own delay steer (server/adaptive.py).
+server's store call latencies and its own delay steer, and for sessions also a second one that the
+sessions' own durations steer (their pace): the lower of the two (server/adaptive.py).
 
 When the adaptive limit (not the cap, not the per-subject limit) is what is full, a newcomer may wait
 for a slot (``--admission-queue-wait``), in order of arrival, before it is refused: under overload slots
@@ -34,8 +35,9 @@ class Busy(Exception):
 class ConcurrencyLimit:
     """At most ``total`` holders at once (fewer while ``adaptive`` says so), and at most ``per_subject``
     for one subject; a newcomer held back by the adaptive limit alone waits up to ``queue_wait`` seconds
-    for a slot. ``observe_store`` gives the adaptive limit its samples; ``clock`` times them (a test injects
-    its own). Every hold runs on the server's event loop (its waits are futures of that loop)."""
+    for a slot. ``observe_store`` gives the adaptive limit its samples, ``observe_hold`` the ``pace`` limit
+    (when there is one) its own; ``clock`` times them (a test injects its own). Every hold runs on the
+    server's event loop (its waits are futures of that loop)."""
 
     def __init__(
         self,
@@ -47,6 +49,7 @@ class ConcurrencyLimit:
         adaptive: AdaptiveLimit | None = None,
         clock: Callable[[], float] = time.monotonic,
         queue_wait: float = 0.0,
+        pace: AdaptiveLimit | None = None,
     ) -> None:
         self.what = what
         self.total = total
@@ -56,6 +59,7 @@ class ConcurrencyLimit:
         self.adaptive = adaptive
         self.clock = clock
         self.queue_wait = queue_wait
+        self.pace = pace
         #: Refusals because the adaptive limit stood below the static cap (the cap alone would have admitted).
         self.adaptive_refusals = 0
         self._lock = threading.Lock()
@@ -71,8 +75,9 @@ class ConcurrencyLimit:
 
     @property
     def limit(self) -> int:
-        """How many holders are admitted now: the adaptive limit, or the static cap."""
-        return self.adaptive.admits if self.adaptive is not None else self.total
+        """How many holders are admitted now: the lower adaptive limit, or the static cap."""
+        limits = [found.admits for found in (self.adaptive, self.pace) if found is not None]
+        return min(limits) if limits else self.total
 
     @property
     def waiting(self) -> int:
@@ -176,6 +181,15 @@ class ConcurrencyLimit:
             return
         with self._lock:
             self.adaptive.sample(operation, seconds, self.clock(), self._active)
+
+    def observe_hold(self, kind: str, seconds: float) -> None:
+        """One holder of ``kind`` finished its work in ``seconds`` (a whole session, timed from its slot):
+        a sample for the ``pace`` limit, if there is one. The caller leaves out holders whose duration is
+        not work (a follower waiting for news)."""
+        if self.pace is None:
+            return
+        with self._lock:
+            self.pace.sample(kind, seconds, self.clock(), self._active)
 
     @property
     def active(self) -> int:

@@ -14,6 +14,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from smart_transfer.server.adaptive import AdaptiveLimit
     from smart_transfer.server.limits import ConcurrencyLimit
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
@@ -177,4 +178,20 @@ class AdmissionCollector(Collector):
         )
         for kind, value in sorted(adaptive.baselines.items()):
             baseline.add_metric([limit.what, kind], value.seconds)
+        yield baseline
+        if limit.pace is not None:
+            yield from self._pace(limit.pace, gauge)
+
+    def _pace(self, pace: AdaptiveLimit, gauge: Callable[[str, str, float], GaugeMetricFamily]) -> Iterator[Metric]:
+        """The session limit's second adaptive limit, the one its sessions' durations steer."""
+        yield gauge("pace_limit", "The limit the holders' own durations allow (the lower one applies)", pace.admits)
+        text = "The last interval's mean ratio of the holders' durations to their usual (1: as usual)"
+        yield gauge("pace_ratio", text, pace.last_ratio)
+        baseline = GaugeMetricFamily(
+            "smart_transfer_admission_pace_baseline_seconds",
+            "The usual duration of a session, by flow and decade of metadata bytes exchanged",
+            labels=["limit", "kind"],
+        )
+        for kind, value in sorted(pace.baselines.items()):
+            baseline.add_metric([self.limit.what, kind], value.seconds)
         yield baseline

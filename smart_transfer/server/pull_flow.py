@@ -91,6 +91,7 @@ async def run_pull(session: ServerSession, dataset: DatasetRepository, server: S
                 await _announce(server, dataset, announce, head, session)  # alive: still serving
 
         interval = server.settings.keepalive_interval_seconds
+        session.followed = True
         request = await follow(session, server.heads, dataset, head, interval, tick)
         if request is not None:
             server.metrics.follow_updates.inc()

@@ -47,6 +47,8 @@ class ServerSession:
         #: Bytes of the frames received and sent (all metadata: object bytes never pass here).
         self.bytes_received = 0
         self.bytes_sent = 0
+        #: Whether the session waited for the head to move (a follower): its duration is no work's.
+        self.followed = False
 
     async def accept(self) -> None:
         """Complete the handshake; a client that did not offer the subprotocol gets a typed error."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -287,6 +287,16 @@ class ServerSettings:
         minimum=1.0,
         maximum=100.0,
     )
+    admission_session_tolerance: float = setting(
+        8.0,
+        "--admission-session-tolerance",
+        "sessions may take this multiple of their usual duration (by flow and size, as when the server was not "
+        "loaded) before the adaptive session limit shrinks; wider than the store's, since a session also lasts "
+        "as long as its client takes; 0 turns this signal off (sessions then follow the store alone)",
+        parse=float,
+        minimum=0.0,
+        maximum=1000.0,
+    )
     admission_baseline_samples: int = setting(
         500,
         "--admission-baseline-samples",
@@ -439,6 +449,12 @@ class ServerSettings:
         check_settings(self)
         if self.follow_poll_min_seconds > self.follow_poll_max_seconds:
             raise SettingError("--follow-poll-min must not exceed --follow-poll-max")
+        self._check_s3()
+        if 0 < self.admission_session_tolerance < 1:
+            raise SettingError("--admission-session-tolerance must be 0 (off) or at least 1")
+
+    def _check_s3(self) -> None:
+        """The S3 settings that need one another."""
         if (self.s3_endpoint or self.s3_prefix or self.s3_public_endpoint) and not self.s3_bucket:
             raise SettingError("--s3-endpoint, --s3-public-endpoint and --s3-prefix need --s3-bucket")
         if (self.s3_sse or self.s3_sse_kms_key_id or self.s3_checksum_sha256) and not self.s3_bucket:
@@ -462,6 +478,14 @@ class ServerSettings:
             baseline_samples=self.admission_baseline_samples,
             delay_target=self.admission_delay_target_seconds,
         )
+
+    def pace_bounds(self, cap: int) -> AdaptiveBounds | None:
+        """The bounds of the session limit's second adaptive limit, steered by the sessions' own durations
+        (None with ``--admission static`` or ``--admission-session-tolerance 0``)."""
+        bounds = self.adaptive_bounds(cap)
+        if bounds is None or not self.admission_session_tolerance:
+            return None
+        return replace(bounds, tolerance=self.admission_session_tolerance, delay_target=0.0)
 
     @property
     def sharing_url_ttl(self) -> int:

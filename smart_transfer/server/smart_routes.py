@@ -60,6 +60,7 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
         record.subject = session.subject = admission.subject
         session.grant = admission.grant
         active.inc()
+        started = time.monotonic()
         try:
             async with asyncio.timeout(settings.session_timeout_seconds):
                 await state.until_shutdown(flow(session, dataset, state))
@@ -69,6 +70,15 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
             ) from None
         finally:
             active.dec()
+        if not session.followed:  # a follower's duration is its wait for news, not work
+            state.sessions.observe_hold(pace_kind(record.flow, session), time.monotonic() - started)
+
+
+def pace_kind(flow: str, session: ServerSession) -> str:
+    """The kind a finished session is timed as (server/adaptive.py): its flow and the decade of the
+    metadata bytes it exchanged, which grow with the blocks and objects it moved."""
+    exchanged = session.bytes_received + session.bytes_sent
+    return f"{flow} {10 ** (len(str(exchanged)) - 1)}+ B"
 
 
 async def _end(session: ServerSession, exc: BaseException) -> str:

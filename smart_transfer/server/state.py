@@ -52,7 +52,7 @@ class ServerState:
         #: How late the server runs its work (sampled by the lifespan's task; steers the adaptive limits).
         self.delay = ServerDelay(self.workers.oldest_wait)
         self.metrics.watch_delay(self.delay)
-        self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token)
+        self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token, paced=True)
         self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
         repository.store.observe(self._store_call)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
@@ -65,12 +65,14 @@ class ServerState:
         self.draining = False
         self._shutdown = asyncio.Event()
 
-    def _limit(self, what: str, total: int, per_token: int) -> ConcurrencyLimit:
-        """A concurrency limit of ``what`` (adaptive under its cap unless ``--admission static``), counting
-        its Busy answers and showing its state in the metrics."""
+    def _limit(self, what: str, total: int, per_token: int, paced: bool = False) -> ConcurrencyLimit:
+        """A concurrency limit of ``what`` (adaptive under its cap unless ``--admission static``; ``paced``:
+        its holders' durations steer it too), counting its Busy answers and showing its state in the
+        metrics."""
         retry = self.settings.busy_retry_after_seconds
         bounds = self.settings.adaptive_bounds(total)
         adaptive = AdaptiveLimit(bounds, self.delay) if bounds is not None else None
+        pace_bounds = self.settings.pace_bounds(total) if paced else None
         limit = ConcurrencyLimit(
             what,
             total,
@@ -79,6 +81,7 @@ class ServerState:
             lambda: self.metrics.busy.labels(what).inc(),
             adaptive=adaptive,
             queue_wait=self.settings.admission_queue_wait_seconds,
+            pace=AdaptiveLimit(pace_bounds) if pace_bounds is not None else None,
         )
         self.metrics.watch_admission(limit)
         return limit

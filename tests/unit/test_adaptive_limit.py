@@ -41,6 +41,26 @@ def test_limit_shrinks_when_latency_rises_far_above_the_usual() -> None:
     assert limit.last_ratio > 2.0
 
 
+def test_a_lasting_load_within_the_tolerance_does_not_become_the_usual() -> None:
+    """Load added a step at a time: latency 3x the unloaded usual (within the tolerance, 4) for a long
+    while teaches the usual nothing, so 6x afterwards still shrinks the limit."""
+    limit = AdaptiveLimit(bounds(tolerance=4.0, baseline_samples=50))
+    now = feed(limit, 0.05, windows=3, start=0.0, in_flight=64)
+    now = feed(limit, 0.15, windows=30, start=now, in_flight=64)
+    assert limit.admits == 64
+    assert limit.baselines["read"].seconds < 0.06
+    feed(limit, 0.3, windows=3, start=now, in_flight=64)
+    assert limit.admits < 64
+
+
+def test_the_limit_shrinks_from_what_is_in_use() -> None:
+    """A limit far above its use comes down to where it bites in one window, not after many."""
+    limit = AdaptiveLimit(bounds())
+    now = feed(limit, 0.05, windows=3, start=0.0, in_flight=10)
+    feed(limit, 1.0, windows=2, start=now, in_flight=10)  # the first slow window closes within two
+    assert limit.admits <= 10
+
+
 def test_limit_grows_back_slowly_when_latency_is_fine_again() -> None:
     limit = AdaptiveLimit(bounds(initial=4))
     now = feed(limit, 0.05, windows=3, start=0.0, in_flight=4)
@@ -185,3 +205,49 @@ def test_a_lasting_slowdown_becomes_the_usual_once_the_limit_is_at_its_minimum()
     assert min(seen) == 2  # first the minimum
     assert seen[-1] > 2 and seen.index(2) < len(seen) - 1
     assert limit.baselines["read"].seconds > 0.5
+
+
+def test_the_session_limit_is_the_lower_of_the_store_and_the_pace_limits() -> None:
+    """Sessions that take far longer than their usual shrink the pace limit, and with it the session
+    limit, while the store answers as usual; a request limit has no pace and ignores holds."""
+    clock = Clock()
+    store = AdaptiveLimit(bounds())
+    pace = AdaptiveLimit(bounds(tolerance=8.0))
+    sessions = ConcurrencyLimit("sessions", 64, 64, retry_after=1, adaptive=store, clock=clock, pace=pace)
+    for _ in range(30):  # usual pulls and store calls
+        clock.now += 0.11
+        sessions.observe_hold("pull 100+ B", 0.05)
+        sessions.observe_store("GetObject", 0.01)
+    assert sessions.limit == 64
+    for _ in range(30):  # the store as usual, sessions 30 times slower
+        clock.now += 0.11
+        sessions.observe_hold("pull 100+ B", 1.5)
+        sessions.observe_store("GetObject", 0.01)
+    assert store.admits == 64
+    assert pace.admits < 64 and sessions.limit == pace.admits
+    requests = ConcurrencyLimit("requests", 64, 64, retry_after=1, adaptive=AdaptiveLimit(bounds()), clock=clock)
+    requests.observe_hold("pull 100+ B", 100.0)
+    assert requests.limit == 64
+
+
+def test_a_session_is_timed_by_flow_and_decade_of_metadata_bytes() -> None:
+    from types import SimpleNamespace
+
+    from smart_transfer.server.smart_routes import pace_kind
+
+    def kind(received: int, sent: int) -> str:
+        return pace_kind("pull", SimpleNamespace(bytes_received=received, bytes_sent=sent))  # type: ignore[arg-type]
+
+    assert kind(0, 0) == "pull 1+ B"
+    assert kind(120, 300) == "pull 100+ B"
+    assert kind(4_000, 6_000) == "pull 10000+ B"
+
+
+def test_the_pace_follows_its_own_setting() -> None:
+    assert ServerSettings().pace_bounds(64) is not None
+    found = ServerSettings(admission_session_tolerance=3).pace_bounds(64)
+    assert found is not None and found.tolerance == 3 and found.delay_target == 0
+    assert ServerSettings(admission_session_tolerance=0).pace_bounds(64) is None
+    assert ServerSettings(admission="static").pace_bounds(64) is None
+    with pytest.raises(SettingError, match="--admission-session-tolerance"):
+        ServerSettings(admission_session_tolerance=0.5)

@@ -1,7 +1,7 @@
 """An adaptive concurrency limit (a gradient limiter in the style of Netflix's concurrency-limits
 ``Gradient2``), pure: no I/O, no clock of its own. The server's session and request limits ask it how many
-holders they may admit. Its samples are timed operations of named kinds: the server's calls to its store
-(both limits), and, in a second instance that only the session limit asks, whole sessions.
+holders they may admit. Its samples are timed operations of named kinds: the server's calls to its store,
+and, in a second instance per limit (its pace), the limit's own holders: whole sessions, whole requests.
 
 Why these: past the knee the store saturates under the clients' own presigned transfers, and it answers the
 server's own calls later too; a call's latency is the store's. Calls differ by kind (a LIST is not a PUT):
@@ -9,10 +9,12 @@ each sample is divided by the usual latency of its own kind, the S3 operation: a
 usual". A store that keeps up does not mean sessions do, though: where clients, server and store share the
 machine (the load test's two cores), 200 clients made the store's calls 4x slower than usual and admitted
 sessions 10-30x, while holding sessions to 24 at once kept their p99 under 2 s at the same throughput. So
-the session limit also watches sessions, by kind (flow, and the decade of the metadata bytes exchanged: an
-up-to-date pull is not a 10 000-object one), with a wider tolerance of its own: a session lasts as long as
-its client takes, and a crowd of slow clients looks like load too (bounded: the limit never goes below its
-minimum, and at the minimum the usual learns, below). Requests are short; their limit watches the store.
+each limit also watches its own holders, by kind (a session's flow and the decade of the metadata bytes
+it exchanged: an up-to-date pull is not a 10 000-object one; a request's method and route), with a wider
+tolerance of its own: an operation lasts as long as its client takes, and a crowd of slow clients looks
+like load too (bounded: the limit never goes below its minimum, and at the minimum the usual learns,
+below). Both limits are paced, not sessions alone: paced alone, sessions gave way to requests, which
+took the CPU they left, and the sessions' pace kept falling.
 
 Every ``interval`` seconds that saw enough samples, the mean ratio of that window is compared with the
 ``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)``; the target is ``limit * gradient`` when
@@ -118,8 +120,8 @@ class AdaptiveLimit:
         return max(self.bounds.minimum, min(self.bounds.maximum, int(self.limit)))
 
     def sample(self, kind: str, seconds: float, now: float, in_flight: int) -> None:
-        """One sample of ``kind`` (a store call) that took ``seconds`` and ended at ``now``, when ``in_flight``
-        holders (itself included) had slots."""
+        """One sample of ``kind`` (a store call, or a session) that took ``seconds`` and ended at ``now``,
+        when ``in_flight`` holders (itself included) had slots."""
         seconds = max(seconds, 1e-6)
         self._ratios.append(min(MAX_RATIO_OVER_TOLERANCE * self.bounds.tolerance, self._ratio(kind, seconds)))
         self._seconds.append(seconds)

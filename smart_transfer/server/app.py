@@ -33,7 +33,7 @@ from smart_transfer.server.errors import (
 from smart_transfer.server.guard import Asking, admitted
 from smart_transfer.server.listing import DATASETS_PER_PAGE, MAX_DATASETS_PER_PAGE, check_page_size, readable_datasets
 from smart_transfer.server.ops_routes import ops_router
-from smart_transfer.server.rest_common import ErrorBody, client_of, error_responses
+from smart_transfer.server.rest_common import ErrorBody, client_of, error_responses, operation_of
 from smart_transfer.server.settings import ServerSettings
 from smart_transfer.server.smart_routes import smart_router
 from smart_transfer.server.state import ServerState
@@ -144,7 +144,8 @@ def _describe_route(app: FastAPI, state: ServerState) -> None:
     ) -> ServerInfo | Response:
         if wants_html(request.headers.get("accept")):
             return RedirectResponse(UI_PREFIX, status_code=303, headers={"Vary": "Accept"})
-        async with admitted(state, Asking(authorization, client_of(request))) as admission:  # any known token
+        asking = Asking(authorization, client_of(request), operation=operation_of(request))
+        async with admitted(state, asking) as admission:  # any known token
             size = check_page_size(limit)
             listed = await asyncio.to_thread(readable_datasets, repository, admission.grant, page_token, size)
             described = await asyncio.to_thread(rest_read.describe_many, repository, listed.names) if describe else None

@@ -20,12 +20,15 @@ from smart_transfer.server.state import ServerState, limit_subject
 class Asking:
     """What the guard needs to know of one request or session: its Authorization header value (a web
     view cookie is turned into one), the client's address, and, when it names one, the dataset and the
-    access it wants (without a dataset, any known token passes)."""
+    access it wants (without a dataset, any known token passes), and what kind of request it is."""
 
     authorization: str | None
     client: str | None
     dataset: str | None = None
     access: Access = Access.READ
+    #: The kind of request (method and route) its duration is a sample of for the request limit's pace;
+    #: None: not timed (a session times itself when it ends: its kind is known only then).
+    operation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,5 +60,5 @@ async def admitted(
     state.refuse_if_draining()
     admission = authenticate(state, asking)
     state.refuse_if_overloaded()
-    async with (slots or state.requests).hold(admission.subject):
+    async with (slots or state.requests).hold(admission.subject, asking.operation):
         yield admission

@@ -1,8 +1,8 @@
 """Concurrency limits: sessions (WebSocket) and requests (REST), globally and per token subject.
 Over the limit the answer is a typed "busy, retry after N s" (Error Busy / HTTP 429 Retry-After). The
 global limit is the static cap, or (``--admission adaptive``) an adaptive limit below it that the
-server's store call latencies and its own delay steer, and for sessions also a second one that the
-sessions' own durations steer (their pace): the lower of the two (server/adaptive.py).
+server's store call latencies and its own delay steer, and a second one that the holders' own durations
+steer (their pace): the lower of the two (server/adaptive.py).
 
 When the adaptive limit (not the cap, not the per-subject limit) is what is full, a newcomer may wait
 for a slot (``--admission-queue-wait``), in order of arrival, before it is refused: under overload slots
@@ -162,15 +162,19 @@ class ConcurrencyLimit:
             waiter.admitted.set_result(None)
 
     @asynccontextmanager
-    async def hold(self, subject: str) -> AsyncIterator[None]:
+    async def hold(self, subject: str, kind: str | None = None) -> AsyncIterator[None]:
         """One slot for ``subject`` while the block runs; Busy when none is free (after waiting, when only
-        the adaptive limit stands in the way)."""
+        the adaptive limit stands in the way). With a ``kind``, a block that ends normally is a sample of
+        that kind for the pace limit (``observe_hold``)."""
         await self._acquire(subject)
+        started = self.clock()
         try:
             yield
         finally:
             with self._lock:
                 self._release(subject)
+        if kind is not None:
+            self.observe_hold(kind, self.clock() - started)
 
     def observe_store(self, operation: str, seconds: float) -> None:
         """One call of the server to its store (any thread) took ``seconds``: a sample of ``operation``
@@ -183,9 +187,9 @@ class ConcurrencyLimit:
             self.adaptive.sample(operation, seconds, self.clock(), self._active)
 
     def observe_hold(self, kind: str, seconds: float) -> None:
-        """One holder of ``kind`` finished its work in ``seconds`` (a whole session, timed from its slot):
-        a sample for the ``pace`` limit, if there is one. The caller leaves out holders whose duration is
-        not work (a follower waiting for news)."""
+        """One holder of ``kind`` finished its work in ``seconds`` (a whole session or request, timed from
+        its slot): a sample for the ``pace`` limit, if there is one. The caller leaves out holders whose
+        duration is not work (a follower waiting for news)."""
         if self.pace is None:
             return
         with self._lock:

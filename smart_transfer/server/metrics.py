@@ -183,13 +183,14 @@ class AdmissionCollector(Collector):
             yield from self._pace(limit.pace, gauge)
 
     def _pace(self, pace: AdaptiveLimit, gauge: Callable[[str, str, float], GaugeMetricFamily]) -> Iterator[Metric]:
-        """The session limit's second adaptive limit, the one its sessions' durations steer."""
+        """A limit's second adaptive limit, the one its holders' own durations steer."""
         yield gauge("pace_limit", "The limit the holders' own durations allow (the lower one applies)", pace.admits)
         text = "The last interval's mean ratio of the holders' durations to their usual (1: as usual)"
         yield gauge("pace_ratio", text, pace.last_ratio)
         baseline = GaugeMetricFamily(
             "smart_transfer_admission_pace_baseline_seconds",
-            "The usual duration of a session, by flow and decade of metadata bytes exchanged",
+            "The usual duration of a holder, by kind: a session's flow and decade of metadata bytes exchanged, "
+            "a request's method and route",
             labels=["limit", "kind"],
         )
         for kind, value in sorted(pace.baselines.items()):

@@ -59,7 +59,7 @@ async def guard(request: Request) -> AsyncIterator[None]:
     (GET/HEAD) or write (PUT) on the dataset, one request slot while it runs."""
     access = Access.READ if request.method in ("GET", "HEAD") else Access.WRITE
     dataset = request.path_params.get("dataset", "")
-    asking = Asking(request.headers.get("authorization"), client_of(request), dataset, access)
+    asking = Asking(request.headers.get("authorization"), client_of(request), dataset, access, operation_of(request))
     async with admitted(server_state(request), asking):
         yield
 
@@ -67,6 +67,13 @@ async def guard(request: Request) -> AsyncIterator[None]:
 def client_of(request: Request) -> str | None:
     """The address of the client of ``request`` (None when the server does not know it)."""
     return request.client.host if request.client else None
+
+
+def operation_of(request: Request) -> str:
+    """The kind of ``request`` whose duration the request limit's pace learns: its method and route
+    (``GET /{dataset}/blocks/{block_hash}``), not its path (one kind per route, not per dataset)."""
+    route = request.scope.get("route")
+    return f"{request.method} {getattr(route, 'path', '?')}"
 
 
 def dataset_of(state: ServerState, name: str) -> DatasetRepository:

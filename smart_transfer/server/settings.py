@@ -287,12 +287,12 @@ class ServerSettings:
         minimum=1.0,
         maximum=100.0,
     )
-    admission_session_tolerance: float = setting(
+    admission_pace_tolerance: float = setting(
         8.0,
-        "--admission-session-tolerance",
-        "sessions may take this multiple of their usual duration (by flow and size, as when the server was not "
-        "loaded) before the adaptive session limit shrinks; wider than the store's, since a session also lasts "
-        "as long as its client takes; 0 turns this signal off (sessions then follow the store alone)",
+        "--admission-pace-tolerance",
+        "sessions and requests may take this multiple of their usual duration (by kind, as when the server was "
+        "not loaded) before their adaptive limit shrinks; wider than the store's, since an operation also lasts "
+        "as long as its client takes; 0 turns this signal off (the limits then follow the store alone)",
         parse=float,
         minimum=0.0,
         maximum=1000.0,
@@ -450,8 +450,8 @@ class ServerSettings:
         if self.follow_poll_min_seconds > self.follow_poll_max_seconds:
             raise SettingError("--follow-poll-min must not exceed --follow-poll-max")
         self._check_s3()
-        if 0 < self.admission_session_tolerance < 1:
-            raise SettingError("--admission-session-tolerance must be 0 (off) or at least 1")
+        if 0 < self.admission_pace_tolerance < 1:
+            raise SettingError("--admission-pace-tolerance must be 0 (off) or at least 1")
 
     def _check_s3(self) -> None:
         """The S3 settings that need one another."""
@@ -480,12 +480,12 @@ class ServerSettings:
         )
 
     def pace_bounds(self, cap: int) -> AdaptiveBounds | None:
-        """The bounds of the session limit's second adaptive limit, steered by the sessions' own durations
-        (None with ``--admission static`` or ``--admission-session-tolerance 0``)."""
+        """The bounds of a limit's second adaptive limit, steered by its holders' own durations
+        (None with ``--admission static`` or ``--admission-pace-tolerance 0``)."""
         bounds = self.adaptive_bounds(cap)
-        if bounds is None or not self.admission_session_tolerance:
+        if bounds is None or not self.admission_pace_tolerance:
             return None
-        return replace(bounds, tolerance=self.admission_session_tolerance, delay_target=0.0)
+        return replace(bounds, tolerance=self.admission_pace_tolerance, delay_target=0.0)
 
     @property
     def sharing_url_ttl(self) -> int:

@@ -53,7 +53,7 @@ class ServerState:
         self.delay = ServerDelay(self.workers.oldest_wait)
         self.metrics.watch_delay(self.delay)
         self.sessions = self._limit("sessions", settings.max_sessions, settings.max_sessions_per_token, paced=True)
-        self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token)
+        self.requests = self._limit("requests", settings.max_requests, settings.max_requests_per_token, paced=True)
         repository.store.observe(self._store_call)
         #: Peer announcements (pull --announce) and the head watchers of following sessions.
         self.peers = PeerBook(settings.peer_ttl_seconds, settings.max_peers_listed)

@@ -245,9 +245,32 @@ def test_a_session_is_timed_by_flow_and_decade_of_metadata_bytes() -> None:
 
 def test_the_pace_follows_its_own_setting() -> None:
     assert ServerSettings().pace_bounds(64) is not None
-    found = ServerSettings(admission_session_tolerance=3).pace_bounds(64)
+    found = ServerSettings(admission_pace_tolerance=3).pace_bounds(64)
     assert found is not None and found.tolerance == 3 and found.delay_target == 0
-    assert ServerSettings(admission_session_tolerance=0).pace_bounds(64) is None
+    assert ServerSettings(admission_pace_tolerance=0).pace_bounds(64) is None
     assert ServerSettings(admission="static").pace_bounds(64) is None
-    with pytest.raises(SettingError, match="--admission-session-tolerance"):
-        ServerSettings(admission_session_tolerance=0.5)
+    with pytest.raises(SettingError, match="--admission-pace-tolerance"):
+        ServerSettings(admission_pace_tolerance=0.5)
+
+
+def test_a_hold_with_a_kind_is_a_pace_sample_when_it_ends_normally() -> None:
+    """A request's slot, held with its kind, times the request for the pace; one that failed is no sample."""
+    clock = Clock()
+    pace = AdaptiveLimit(bounds(tolerance=8.0))
+    requests = ConcurrencyLimit(
+        "requests", 64, 64, retry_after=1, adaptive=AdaptiveLimit(bounds()), clock=clock, pace=pace
+    )
+
+    async def held(kind: str, seconds: float, fail: bool = False) -> None:
+        async with requests.hold("a", kind):
+            clock.now += seconds
+            if fail:
+                raise ValueError("the handler failed")
+
+    asyncio.run(held("GET /{dataset}", 0.25))
+    assert pace.baselines["GET /{dataset}"].seconds == 0.25
+    with pytest.raises(ValueError):
+        asyncio.run(held("GET /{dataset}/refs/head", 9.0, fail=True))
+    asyncio.run(held("GET /", 1.0))
+    assert set(pace.baselines) == {"GET /{dataset}", "GET /"}
+    assert requests.active == 0

@@ -48,7 +48,7 @@ from smart_transfer.server.delta_sharing.stream import kept_files, streamed
 from smart_transfer.server.delta_sharing.tables import TableHistory, Tables, TableVersion, parse_timestamp
 from smart_transfer.server.guard import Asking, admitted, authenticate
 from smart_transfer.server.listing import DATASETS_PER_PAGE, check_page_size, may_list, readable_datasets
-from smart_transfer.server.rest_common import client_of, server_state
+from smart_transfer.server.rest_common import client_of, operation_of, server_state
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.workers import on_workers
 
@@ -88,7 +88,7 @@ async def caller(request: Request) -> AsyncIterator[Caller]:
     in ``_table``: names match without regard to case, so only the datasets the token may read decide
     which one a name means. The routes run on the worker pool (``on_workers``), where the overload
     guard sees their queue."""
-    asking = Asking(request.headers.get("authorization"), client_of(request))
+    asking = Asking(request.headers.get("authorization"), client_of(request), operation=operation_of(request))
     state = server_state(request)
     async with admitted(state, asking) as admission:
         yield Caller(state, asking, admission.grant, request.app.state.sharing_tables)

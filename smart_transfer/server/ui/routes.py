@@ -19,7 +19,7 @@ from smart_transfer.repo.compare import VersionComparison
 from smart_transfer.server.auth import Access, AuthError
 from smart_transfer.server.errors import as_protocol_error
 from smart_transfer.server.guard import Asking, admitted
-from smart_transfer.server.rest_common import client_of
+from smart_transfer.server.rest_common import client_of, operation_of
 from smart_transfer.server.state import ServerState
 from smart_transfer.server.ui.downloads import CSV_MEDIA_TYPE, CsvDownload, block_csv, last_count, last_csv, slice_url
 from smart_transfer.server.ui.pages import (
@@ -113,7 +113,7 @@ async def _answer(
 ) -> Response:
     """Run ``build`` behind the server's one guard (a signed-in token, on a server with tokens, granting
     read on ``dataset`` when the page shows one; a request slot); failures become pages."""
-    asking = Asking(authorization_of(request), client_of(request), dataset, Access.READ)
+    asking = Asking(authorization_of(request), client_of(request), dataset, Access.READ, operation_of(request))
     try:
         async with admitted(state, asking) as admission:
             response = await build(Visitor(admission.grant, open_server=state.authorizer.anonymous))

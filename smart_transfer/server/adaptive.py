@@ -20,8 +20,9 @@ Every ``interval`` seconds that saw enough samples, the mean ratio of that windo
 ``tolerance``: ``gradient = clamp(tolerance / ratio, 0.5, 1)``; the target is ``limit * gradient`` when
 latency is above the tolerance, else ``limit + sqrt(limit)``, and
 ``limit <- (1 - smoothing) * limit + smoothing * target``, within ``[minimum, maximum]``. Fine latency
-grows the limit by ``smoothing * sqrt(limit)`` per window, but only while at least half of it is in use (an
-idle limit proves nothing); rising latency shrinks it, by at most ``smoothing / 2`` per window, from
+(within ``GROWTH_SHARE`` of the way to the tolerance; between that and the tolerance the limit holds) grows the limit
+by ``smoothing * sqrt(limit)`` per window, but only while at least half of it is in use (an idle limit
+proves nothing); rising latency shrinks it, by at most ``smoothing / 2`` per window, from
 ``min(limit, busiest)`` (the most holders the window saw) rather than from the limit when it had holders
 (the store is both limits': a limit none of whose holders ran shrinks too, from itself).
 
@@ -59,6 +60,12 @@ MAX_RATIO_OVER_TOLERANCE = 2.5
 #: learning everything within the tolerance (4) made the 100-client latency the usual, and 200 clients
 #: then looked like 2x.
 USUAL_RATIO = 2.0
+#: A window grows the limit only when its mean ratio is within this share of the way from usual (1) to the
+#: tolerance (2.5 for the store's 4, 4.5 for the pace's 8); between that and the tolerance the limit holds
+#: (hysteresis). Without it every window just under the tolerance added to
+#: the limit and every one just over took from it, and several servers behind one balancer (each adding
+#: its own step) settled on more holders in all than one server did.
+GROWTH_SHARE = 0.5
 #: The most one window may shrink the target (Gradient2's floor).
 MIN_GRADIENT = 0.5
 
@@ -158,8 +165,11 @@ class AdaptiveLimit:
         if self._server_late(busiest):
             return
         gradient = max(MIN_GRADIENT, min(1.0, self.bounds.tolerance / ratio))
-        if gradient >= 1.0 and busiest < self.limit / 2:
-            return  # latency is fine but the limit is not in use: growing it would prove nothing
+        grows_within = 1.0 + GROWTH_SHARE * (self.bounds.tolerance - 1.0)
+        if gradient >= 1.0 and (busiest < self.limit / 2 or ratio > grows_within):
+            # latency is fine but the limit is not in use (growing it would prove nothing), or only just
+            # within the tolerance: hold, so that noise does not ratchet the limit up between cuts
+            return
         # grow additively (about sqrt(limit)), shrink multiplicatively, from what was in use (a limit far
         # above its use would take many windows to come down to where it bites; a limit none of whose
         # holders ran shrinks from itself: the store is both limits'): Gradient2 adds its queue term on

@@ -53,6 +53,18 @@ def test_a_lasting_load_within_the_tolerance_does_not_become_the_usual() -> None
     assert limit.admits < 64
 
 
+def test_latency_just_within_the_tolerance_holds_the_limit() -> None:
+    """Between halfway to the tolerance and the tolerance the limit neither grows nor shrinks: noise just
+    under the tolerance does not ratchet it up between cuts."""
+    limit = AdaptiveLimit(bounds(tolerance=4.0, initial=32))
+    now = feed(limit, 0.05, windows=3, start=0.0, in_flight=32)
+    assert limit.admits > 32  # as usual and in use: grows
+    now = feed(limit, 0.15, windows=2, start=now, in_flight=64)  # 3x the usual: within 4, beyond 2.5
+    held = limit.admits  # (the window that closed as the change came saw both)
+    feed(limit, 0.15, windows=20, start=now, in_flight=64)
+    assert limit.admits == held
+
+
 def test_the_limit_shrinks_from_what_is_in_use() -> None:
     """A limit far above its use comes down to where it bites in one window, not after many."""
     limit = AdaptiveLimit(bounds())

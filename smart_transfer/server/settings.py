@@ -317,10 +317,10 @@ class ServerSettings:
         unit="seconds",
     )
     admission_queue_wait_seconds: float = setting(
-        0.5,
+        0.2,
         "--admission-queue-wait",
         "a newcomer held back by the adaptive limit (not by a cap) waits this long for a freed slot before it "
-        "gets 'busy, retry after'; 0 refuses at once",
+        "gets 'busy, retry after' (the wait is part of its operation's time, so it is short); 0 refuses at once",
         parse=float,
         minimum=0.0,
         maximum=60,

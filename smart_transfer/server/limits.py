@@ -172,9 +172,10 @@ class ConcurrencyLimit:
             yield
         finally:
             with self._lock:
+                holders = self._active  # itself included, as a session's own report counts
                 self._release(subject)
         if kind is not None:
-            self.observe_hold(kind, self.clock() - started)
+            self._pace_sample(kind, self.clock() - started, holders)
 
     def observe_store(self, operation: str, seconds: float) -> None:
         """One call of the server to its store (any thread) took ``seconds``: a sample of ``operation``
@@ -190,10 +191,13 @@ class ConcurrencyLimit:
         """One holder of ``kind`` finished its work in ``seconds`` (a whole session or request, timed from
         its slot): a sample for the ``pace`` limit, if there is one. The caller leaves out holders whose
         duration is not work (a follower waiting for news)."""
+        self._pace_sample(kind, seconds, self._active)
+
+    def _pace_sample(self, kind: str, seconds: float, holders: int) -> None:
         if self.pace is None:
             return
         with self._lock:
-            self.pace.sample(kind, seconds, self.clock(), self._active)
+            self.pace.sample(kind, seconds, self.clock(), holders)
 
     @property
     def active(self) -> int:

@@ -69,9 +69,13 @@ def client_of(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
-def operation_of(request: Request) -> str:
+def operation_of(request: Request) -> str | None:
     """The kind of ``request`` whose duration the request limit's pace learns: its method and route
-    (``GET /{dataset}/blocks/{block_hash}``), not its path (one kind per route, not per dataset)."""
+    (``GET /{dataset}/blocks/{block_hash}``), not its path (one kind per route, not per dataset). None for
+    an object's bytes read or written through the server: the slot is held while the body streams, so
+    the duration is the object's size and the client's bandwidth, not the server's pace."""
+    if "object_hash" in request.path_params:
+        return None
     route = request.scope.get("route")
     return f"{request.method} {getattr(route, 'path', '?')}"
 

@@ -70,7 +70,7 @@ def parse_timestamp(text: str, up: bool = False) -> int:
 @dataclass(frozen=True)
 class _Listed:
     """What a listing found for one dataset: its history when it is a table (None: no table), when its head
-    was read, and the head this server's index named right after."""
+    was read, and the head this server's index named just before."""
 
     history: TableHistory | None
     read_at: float
@@ -112,12 +112,14 @@ class Tables:
         with self._lock:
             recent = self._listed.get(name)
         if recent is None or now - recent.read_at >= LISTED_HEAD_MAX_AGE or recent.indexed != indexed:
+            # the index's head as it was before the read: a commit here during the read makes the next
+            # listing read again (after the read, the head the history came from would be unknown)
             try:
-                recent = _Listed(self.history(name), now, self._indexed_head(name))
+                recent = _Listed(self.history(name), now, indexed)
             except SharingError as exc:
                 if exc.status != 404:
                     raise
-                recent = _Listed(None, now, self._indexed_head(name))
+                recent = _Listed(None, now, indexed)
             with self._lock:
                 self._listed[name] = recent
                 self._listed.move_to_end(name)

@@ -65,7 +65,7 @@ MAX_RATIO_OVER_TOLERANCE = 2.5
 #: then looked like 2x.
 USUAL_RATIO = 2.0
 #: A window grows the limit only when its typical ratio is within this share of the way from usual (1) to the
-#: tolerance (2.5 for the store's 4, 4.5 for the pace's 8); between that and the tolerance the limit holds
+#: tolerance (2.5 for the store's 4, 3.5 for the pace's 6); between that and the tolerance the limit holds
 #: (hysteresis). Without it every window just under the tolerance added to
 #: the limit and every one just over took from it, and several servers behind one balancer (each adding
 #: its own step) settled on more holders in all than one server did.

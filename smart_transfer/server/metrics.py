@@ -168,7 +168,7 @@ class AdmissionCollector(Collector):
         adaptive = limit.adaptive
         if adaptive is None:
             return
-        text = "The last interval's typical (geometric mean) ratio of store call latencies to their usual (1: as usual)"
+        text = "The last interval's mean ratio of store call latencies to their usual (1: as usual)"
         yield gauge("latency_ratio", text, adaptive.last_ratio)
         yield gauge("recent_seconds", "The last interval's mean store call latency, seconds", adaptive.last_seconds)
         baseline = GaugeMetricFamily(
@@ -185,7 +185,7 @@ class AdmissionCollector(Collector):
     def _pace(self, pace: AdaptiveLimit, gauge: Callable[[str, str, float], GaugeMetricFamily]) -> Iterator[Metric]:
         """A limit's second adaptive limit, the one its holders' own durations steer."""
         yield gauge("pace_limit", "The limit the holders' own durations allow (the lower one applies)", pace.admits)
-        text = "The last interval's typical ratio of the holders' durations to their usual (1: as usual)"
+        text = "The last interval's mean ratio of the holders' durations to their usual (1: as usual)"
         yield gauge("pace_ratio", text, pace.last_ratio)
         baseline = GaugeMetricFamily(
             "smart_transfer_admission_pace_baseline_seconds",

@@ -288,7 +288,7 @@ class ServerSettings:
         maximum=100.0,
     )
     admission_pace_tolerance: float = setting(
-        6.0,
+        8.0,
         "--admission-pace-tolerance",
         "sessions and requests may take this multiple of their usual duration (by kind, as when the server was "
         "not loaded) before their adaptive limit shrinks; wider than the store's, since an operation also lasts "

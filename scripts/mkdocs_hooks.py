@@ -21,7 +21,7 @@ PUBLISHED = {
     "assets/loadtest.png": ROOT / "bench-results" / "loadtest" / "2026-11-27T123926Z.png",
     "assets/loadtest-admission.png": ROOT / "bench-results" / "loadtest" / "2026-11-29T060040Z.png",
     "assets/loadtest-overload.png": ROOT / "bench-results" / "loadtest" / "2026-11-29T090453Z.png",
-    "assets/loadtest-paced.png": ROOT / "bench-results" / "loadtest" / "2026-11-29T115845Z.png",
+    "assets/loadtest-paced.png": ROOT / "bench-results" / "loadtest" / "2026-11-29T123255Z.png",
 }
 
 

@@ -60,7 +60,7 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
         record.subject = session.subject = admission.subject
         session.grant = admission.grant
         active.inc()
-        started = time.monotonic()
+        started = state.sessions.clock()  # the limit's own clock, as a request's hold is timed
         try:
             async with asyncio.timeout(settings.session_timeout_seconds):
                 await state.until_shutdown(flow(session, dataset, state))
@@ -71,7 +71,7 @@ async def _authorized(state: ServerState, session: ServerSession, websocket: Web
         finally:
             active.dec()
         if not session.followed:  # a follower's duration is its wait for news, not work
-            state.sessions.observe_hold(pace_kind(record.flow, session), time.monotonic() - started)
+            state.sessions.observe_hold(pace_kind(record.flow, session), state.sessions.clock() - started)
 
 
 def pace_kind(flow: str, session: ServerSession) -> str:
